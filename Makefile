@@ -1,0 +1,44 @@
+# Thin front for CMake. The README's two commands are `make run` and `make test`.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+
+.PHONY: all deps build build-asan test test-fast run bench format clean
+
+all: build
+
+deps:
+	@.ci/install-deps
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(ASAN_BUILD)/CMakeCache.txt:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCUBICLE_SANITIZE=ON
+
+build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# Every test, twice: a normal build and an ASan+UBSan build.
+test: build build-asan
+	ctest --test-dir $(BUILD) --output-on-failure -j 2
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2
+
+# Only the normal build, for quick iteration.
+test-fast: build
+	ctest --test-dir $(BUILD) --output-on-failure -j 2
+
+run: build
+	@tests/desktop/run-dev
+
+bench: build
+	@bench/run
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

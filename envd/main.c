@@ -1,0 +1,191 @@
+/*
+ * envd: the agent inside every cubicle computer.
+ *
+ *   envd --listen unix:PATH | tcp:HOST:PORT --token-file FILE [--user NAME]
+ *
+ * Drives the X display in $DISPLAY (when there is one) and serves the HTTP
+ * API of server.h. Prints "envd: listening on <address>" on stdout once it
+ * accepts connections, so a supervisor or a test knows where to connect.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clipboard.h"
+#include "desk.h"
+#include "envd.h"
+#include "server.h"
+
+static struct server *main_server;
+
+static void main_on_signal(int sig)
+{
+	(void)sig;
+	if (main_server)
+		server_stop(main_server);
+}
+
+static void main_usage(FILE *to)
+{
+	fputs("usage: envd --listen unix:PATH|tcp:HOST:PORT --token-file FILE [options]\n"
+	      "\n"
+	      "  --listen ADDR       where to serve the HTTP API (tcp port 0 = any free port)\n"
+	      "  --token-file FILE   the bearer token clients must send (first line of FILE)\n"
+	      "  --user NAME         run client commands and file access as this user\n"
+	      "  --max-body BYTES    largest action request body (default 64 MiB)\n"
+	      "  --max-read-file BYTES  read_file's limit (default 16 MiB)\n"
+	      "  --version           print the version\n"
+	      "\n"
+	      "The X display is $DISPLAY; without one envd serves shell and files only.\n",
+	      to);
+}
+
+/* Reads the token: the first line of the file, at least 16 characters. */
+static char *main_read_token(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "envd: cannot read --token-file %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	char buf[1024];
+	char *line = fgets(buf, sizeof buf, f);
+	fclose(f);
+	if (!line) {
+		fprintf(stderr, "envd: --token-file %s is empty\n", path);
+		return NULL;
+	}
+	buf[strcspn(buf, "\r\n")] = 0;
+	if (strlen(buf) < 16) {
+		fprintf(stderr, "envd: the token in %s is shorter than 16 characters\n", path);
+		return NULL;
+	}
+	return strdup(buf);
+}
+
+static long long main_parse_size(const char *s, const char *flag)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || *end || v <= 0) {
+		fprintf(stderr, "envd: %s takes a positive number of bytes, not '%s'\n", flag, s);
+		exit(2);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	const char *listen = NULL, *token_file = NULL, *user = NULL;
+	struct envd env = {
+		.run_as_uid = (uid_t)-1,
+		.run_as_gid = (gid_t)-1,
+		.max_body = 64u << 20,
+		.max_read_file = 16u << 20,
+	};
+	static const struct option longopts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"token-file", required_argument, NULL, 't'},
+		{"user", required_argument, NULL, 'u'},
+		{"max-body", required_argument, NULL, 'b'},
+		{"max-read-file", required_argument, NULL, 'r'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			listen = optarg;
+			break;
+		case 't':
+			token_file = optarg;
+			break;
+		case 'u':
+			user = optarg;
+			break;
+		case 'b':
+			env.max_body = (size_t)main_parse_size(optarg, "--max-body");
+			break;
+		case 'r':
+			env.max_read_file = (size_t)main_parse_size(optarg, "--max-read-file");
+			break;
+		case 'V':
+			printf("envd %s\n", CUBICLE_VERSION);
+			return 0;
+		case 'h':
+			main_usage(stdout);
+			return 0;
+		default:
+			main_usage(stderr);
+			return 2;
+		}
+	}
+	if (!listen || !token_file || optind != argc) {
+		main_usage(stderr);
+		return 2;
+	}
+	char *token = main_read_token(token_file);
+	if (!token)
+		return 2;
+	char *home = NULL;
+	if (user) {
+		struct passwd *pw = getpwnam(user);
+		if (!pw) {
+			fprintf(stderr, "envd: --user %s: no such user\n", user);
+			return 2;
+		}
+		env.run_as_uid = pw->pw_uid;
+		env.run_as_gid = pw->pw_gid;
+		home = strdup(pw->pw_dir);
+		env.run_as_home = home;
+	}
+
+	signal(SIGPIPE, SIG_IGN);
+	/* Children we launch are reaped by whoever waits for them (shell.c
+	 * waits for its own; launch.c double-forks). */
+
+	struct err e = {0};
+	env.display = getenv("DISPLAY");
+	if (env.display && *env.display) {
+		env.desk = desk_open(env.display, &e);
+		if (!env.desk)
+			fprintf(stderr, "envd: no display actions: %s\n", e.message);
+		else if (!(env.clipboard = clipboard_open(env.display, &e)))
+			fprintf(stderr, "envd: no clipboard: %s\n", e.message);
+	} else {
+		env.display = NULL;
+	}
+
+	struct server_opts so = {.listen = listen, .token = token};
+	main_server = server_create(&env, &so, &e);
+	if (!main_server) {
+		fprintf(stderr, "envd: %s\n", e.message);
+		return 1;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = main_on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	printf("envd: listening on %s\n", server_address(main_server));
+	fflush(stdout);
+	server_run(main_server);
+	server_destroy(main_server);
+	main_server = NULL;
+
+	if (env.clipboard)
+		clipboard_close(env.clipboard);
+	desk_close(env.desk);
+	free(home);
+	free(token);
+	return 0;
+}

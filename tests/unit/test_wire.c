@@ -1,0 +1,155 @@
+/* wire: errors, typed parameters and base64 (cmocka). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "base64.h"
+#include "err.h"
+#include "params.h"
+
+static void test_err_json_shape(void **state)
+{
+	(void)state;
+	struct err e = {0};
+	assert_int_equal(err_param(&e, "x", "x: %d is off-screen", 5000), -1);
+	assert_int_equal(err_http_status(e.code), 400);
+	json_t *j = err_to_json(&e);
+	json_t *inner = json_object_get(j, "error");
+	assert_string_equal(json_string_value(json_object_get(inner, "code")), "invalid_parameter");
+	assert_string_equal(json_string_value(json_object_get(inner, "param")), "x");
+	assert_string_equal(json_string_value(json_object_get(inner, "message")),
+			    "x: 5000 is off-screen");
+	json_decref(j);
+
+	assert_int_equal(err_http_status(ERR_NOT_FOUND), 404);
+	assert_int_equal(err_http_status(ERR_CONFLICT), 409);
+	assert_int_equal(err_http_status(ERR_TOO_LARGE), 413);
+	assert_int_equal(err_http_status(ERR_TIMEOUT), 504);
+}
+
+static void test_err_message_with_broken_utf8_still_encodes(void **state)
+{
+	(void)state;
+	struct err e = {0};
+	err_set(&e, ERR_INVALID, "bad \xc3");
+	json_t *j = err_to_json(&e);
+	assert_non_null(j);
+	const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+	assert_string_equal(m, "bad ?");
+	json_decref(j);
+}
+
+static void test_params_types_and_ranges(void **state)
+{
+	(void)state;
+	struct err e = {0};
+	json_t *p = json_loads("{\"x\": 10, \"f\": 2.0, \"s\": \"hi\", \"b\": true, \"n\": null,"
+			       "\"big\": 99999, \"str_x\": \"10\"}",
+			       0, NULL);
+	long long v = -1;
+	assert_int_equal(param_int(p, "x", 0, 100, &v, &e), 1);
+	assert_int_equal(v, 10);
+	assert_int_equal(param_int(p, "f", 0, 100, &v, &e), 1); /* 2.0 is an integer */
+	assert_int_equal(v, 2);
+	v = 7;
+	assert_int_equal(param_int(p, "missing", 0, 100, &v, &e), 0);
+	assert_int_equal(param_int(p, "n", 0, 100, &v, &e), 0); /* null = absent */
+	assert_int_equal(v, 7);
+	assert_int_equal(param_int(p, "big", 0, 100, &v, &e), -1);
+	assert_string_equal(e.param, "big");
+	assert_non_null(strstr(e.message, "out of range"));
+	assert_int_equal(param_int(p, "str_x", 0, 100, &v, &e), -1);
+	assert_non_null(strstr(e.message, "expected an integer, got a string"));
+
+	const char *s;
+	assert_int_equal(param_str(p, "s", &s, &e), 1);
+	assert_string_equal(s, "hi");
+	assert_int_equal(param_need_str(p, "nope", &s, &e), -1);
+	assert_string_equal(e.param, "nope");
+
+	bool b = false;
+	assert_int_equal(param_bool(p, "b", &b, &e), 1);
+	assert_true(b);
+	assert_int_equal(param_bool(p, "x", &b, &e), -1);
+
+	static const char *const fmts[] = {"png", "jpeg", NULL};
+	int idx;
+	json_t *q = json_pack("{s:s}", "format", "JPEG");
+	assert_int_equal(param_enum(q, "format", fmts, &idx, &e), 1);
+	assert_int_equal(idx, 1);
+	json_object_set_new(q, "format", json_string("gif"));
+	assert_int_equal(param_enum(q, "format", fmts, &idx, &e), -1);
+	assert_non_null(strstr(e.message, "png, jpeg"));
+	json_decref(q);
+	json_decref(p);
+}
+
+static void test_params_unknown_names(void **state)
+{
+	(void)state;
+	struct err e = {0};
+	static const char *const known[] = {"x", "y", NULL};
+	json_t *p = json_pack("{s:i, s:i}", "x", 1, "y", 2);
+	assert_int_equal(params_check_known(p, known, &e), 0);
+	json_object_set_new(p, "widht", json_integer(3));
+	assert_int_equal(params_check_known(p, known, &e), -1);
+	assert_string_equal(e.param, "widht");
+	assert_non_null(strstr(e.message, "accepted: x, y"));
+	json_decref(p);
+	json_t *arr = json_array();
+	assert_int_equal(params_check_known(arr, known, &e), -1);
+	assert_int_equal(e.code, ERR_BAD_REQUEST);
+	json_decref(arr);
+}
+
+static void test_base64_round_trip_all_bytes(void **state)
+{
+	(void)state;
+	unsigned char data[256 * 3 + 2];
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (unsigned char)(i * 7);
+	for (size_t len = 0; len <= sizeof data; len += (len < 10 ? 1 : 97)) {
+		char *t = base64_encode(data, len);
+		assert_non_null(t);
+		assert_int_equal(strlen(t), 4 * ((len + 2) / 3));
+		size_t n = 12345;
+		unsigned char *back = base64_decode(t, strlen(t), &n);
+		assert_non_null(back);
+		assert_int_equal(n, len);
+		assert_memory_equal(back, data, len);
+		free(back);
+		free(t);
+	}
+}
+
+static void test_base64_rejects_garbage(void **state)
+{
+	(void)state;
+	size_t n;
+	assert_null(base64_decode("abc", 3, &n));      /* not a multiple of 4 */
+	assert_null(base64_decode("ab!d", 4, &n));     /* bad character */
+	assert_null(base64_decode("a=bc", 4, &n));     /* padding in the middle */
+	assert_null(base64_decode("ab c", 4, &n));     /* whitespace */
+	unsigned char *ok = base64_decode("aGk=", 4, &n);
+	assert_non_null(ok);
+	assert_int_equal(n, 2);
+	assert_memory_equal(ok, "hi", 2);
+	free(ok);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_err_json_shape),
+		cmocka_unit_test(test_err_message_with_broken_utf8_still_encodes),
+		cmocka_unit_test(test_params_types_and_ranges),
+		cmocka_unit_test(test_params_unknown_names),
+		cmocka_unit_test(test_base64_round_trip_all_bytes),
+		cmocka_unit_test(test_base64_rejects_garbage),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

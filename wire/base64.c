@@ -1,0 +1,61 @@
+#include "base64.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/evp.h>
+
+char *base64_encode(const void *data, size_t len)
+{
+	if (len > ((size_t)1 << 40))
+		return NULL;
+	size_t out_len = 4 * ((len + 2) / 3);
+	char *out = malloc(out_len + 1);
+	if (!out)
+		return NULL;
+	/* EVP_EncodeBlock takes an int length: encode in chunks of 3 * 2^20. */
+	size_t done = 0, w = 0;
+	while (done < len) {
+		size_t n = len - done;
+		if (n > 3u << 20)
+			n = 3u << 20;
+		w += (size_t)EVP_EncodeBlock((unsigned char *)out + w,
+					     (const unsigned char *)data + done, (int)n);
+		done += n;
+	}
+	out[w] = 0;
+	return out;
+}
+
+unsigned char *base64_decode(const char *text, size_t len, size_t *out_len)
+{
+	if (len % 4 != 0)
+		return NULL;
+	size_t pad = 0;
+	if (len >= 1 && text[len - 1] == '=')
+		pad++;
+	if (len >= 2 && text[len - 2] == '=')
+		pad++;
+	/* '=' may only appear as trailing padding. */
+	if (memchr(text, '=', len - pad))
+		return NULL;
+	unsigned char *out = malloc(len / 4 * 3 + 1);
+	if (!out)
+		return NULL;
+	size_t done = 0, w = 0;
+	while (done < len) {
+		size_t n = len - done;
+		if (n > 4u << 20)
+			n = 4u << 20;
+		int r = EVP_DecodeBlock(out + w, (const unsigned char *)text + done, (int)n);
+		if (r < 0) {
+			free(out);
+			return NULL;
+		}
+		w += (size_t)r;
+		done += n;
+	}
+	w -= pad;
+	out[w] = 0;
+	*out_len = w;
+	return out;
+}

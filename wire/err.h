@@ -1,0 +1,53 @@
+/*
+ * err: how every cubicle function reports failure.
+ *
+ * A function that can fail takes a `struct err *` as its last argument,
+ * returns -1 (or NULL) and fills it with a code and a message a user can act
+ * on. The HTTP layers turn it into {"error":{"code","message","param"?}} with
+ * the status err_http_status() gives. Nothing in cubicle aborts on bad input.
+ */
+#ifndef CUBICLE_WIRE_ERR_H
+#define CUBICLE_WIRE_ERR_H
+
+#include <jansson.h>
+
+enum err_code {
+	ERR_OK = 0,
+	ERR_INVALID,      /* 400 a parameter is missing, malformed or out of range */
+	ERR_BAD_REQUEST,  /* 400 the request itself is malformed (JSON syntax, ...) */
+	ERR_UNAUTHORIZED, /* 401 no or wrong credentials */
+	ERR_FORBIDDEN,    /* 403 credentials fine, not allowed */
+	ERR_NOT_FOUND,    /* 404 no such action, computer, window, file */
+	ERR_CONFLICT,     /* 409 not possible in this state (no display, ...) */
+	ERR_TOO_LARGE,    /* 413 body or file over a limit */
+	ERR_LIMIT,        /* 429 a quota is reached */
+	ERR_INTERNAL,     /* 500 a bug or an unexpected system failure */
+	ERR_UNAVAILABLE,  /* 503 a dependency is down or busy */
+	ERR_TIMEOUT,      /* 504 the operation ran past its deadline */
+};
+
+struct err {
+	enum err_code code;
+	char param[64];    /* the parameter at fault, "" if none */
+	char message[512]; /* one sentence, no trailing newline */
+};
+
+/* Fills e (which may be NULL) and returns -1, so callers can `return err_set(...)`. */
+int err_set(struct err *e, enum err_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ERR_INVALID naming `param`; the message should say what is wrong with it. */
+int err_param(struct err *e, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Clears e to ERR_OK. */
+void err_clear(struct err *e);
+
+int err_http_status(enum err_code code);
+/* Stable machine-readable names: "invalid_parameter", "not_found", ... */
+const char *err_code_name(enum err_code code);
+
+/* {"error":{"code","message","param"?}}; the caller owns the reference. */
+json_t *err_to_json(const struct err *e);
+
+#endif
