@@ -32,7 +32,7 @@ test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 
 run: build
-	@tests/desktop/run-dev
+	@python3 tests/envd/dev_desktop.py
 
 bench: build
 	@bench/run

@@ -155,8 +155,9 @@ class Response:
 class Envd:
     """The envd binary on a loopback port, and a small client for it."""
 
-    def __init__(self, desktop=None, args=(), env=None):
+    def __init__(self, desktop=None, args=(), env=None, listen="tcp:127.0.0.1:0"):
         self.desktop = desktop
+        self.listen = listen
         self.args = list(args)
         self.extra_env = env or {}
         self.token = secrets.token_hex(16)
@@ -178,7 +179,7 @@ class Envd:
         self.stderr_path = os.path.join(self.tmp, "stderr")
         self.stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
-            [os.path.join(BIN, "envd"), "--listen", "tcp:127.0.0.1:0",
+            [os.path.join(BIN, "envd"), "--listen", self.listen,
              "--token-file", token_file] + self.args,
             env=env, stdout=subprocess.PIPE, stderr=self.stderr)
         line = self.proc.stdout.readline().decode()

@@ -1,0 +1,193 @@
+"""envd's HTTP server itself: streaming files of any size, health, routing,
+keep-alive and robustness against clients that misbehave."""
+
+import hashlib
+import http.client
+import json
+import os
+import socket
+import tempfile
+import threading
+import unittest
+
+import harness
+
+envd = None
+tmp = None
+
+
+def setUpModule():
+    global envd, tmp
+    envd = harness.Envd(None).start()
+    tmp = tempfile.mkdtemp(prefix="cubicle-files-")
+
+
+def tearDownModule():
+    envd.stop()
+
+
+def put_stream(path, chunks, total):
+    """PUT /v1/files with a body produced chunk by chunk (never all in memory)."""
+    conn = http.client.HTTPConnection("127.0.0.1", envd.port, timeout=120)
+    conn.putrequest("PUT", "/v1/files?path=" + path)
+    conn.putheader("Authorization", "Bearer " + envd.token)
+    conn.putheader("Content-Length", str(total))
+    conn.endheaders()
+    for c in chunks:
+        conn.send(c)
+    r = conn.getresponse()
+    body = r.read()
+    conn.close()
+    return r.status, body
+
+
+class Files(unittest.TestCase):
+    def test_large_file_round_trip_streams(self):
+        path = os.path.join(tmp, "big.bin")
+        size = 200 * 1024 * 1024 + 12345  # larger than any action body limit
+        block = hashlib.sha256(b"cubicle").digest() * 32768  # 1 MiB
+        def chunks():
+            left = size
+            while left:
+                n = min(left, len(block))
+                yield block[:n]
+                left -= n
+        want = hashlib.sha256()
+        for c in chunks():
+            want.update(c)
+        status, body = put_stream(path, chunks(), size)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["size"], size)
+        self.assertEqual(os.path.getsize(path), size)
+        # GET streams it back; hash it as it arrives.
+        conn = http.client.HTTPConnection("127.0.0.1", envd.port, timeout=120)
+        conn.request("GET", "/v1/files?path=" + path,
+                     headers={"Authorization": "Bearer " + envd.token})
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(int(r.headers["Content-Length"]), size)
+        got = hashlib.sha256()
+        n = 0
+        while True:
+            c = r.read(1 << 20)
+            if not c:
+                break
+            got.update(c)
+            n += len(c)
+        conn.close()
+        self.assertEqual(n, size)
+        self.assertEqual(got.hexdigest(), want.hexdigest())
+        os.unlink(path)
+
+    def test_binary_bytes_and_empty_file(self):
+        path = os.path.join(tmp, "bytes.bin")
+        data = bytes(range(256)) * 3
+        r = envd.request("PUT", "/v1/files?path=" + path, body=data)
+        self.assertEqual(r.status, 200, r)
+        r = envd.request("GET", "/v1/files?path=" + path)
+        self.assertEqual(r.body, data)
+        r = envd.request("PUT", "/v1/files?path=" + path, body=b"")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(os.path.getsize(path), 0)
+
+    def test_interrupted_upload_keeps_old_file(self):
+        path = os.path.join(tmp, "keep.txt")
+        with open(path, "wb") as f:
+            f.write(b"original")
+        s = socket.create_connection(("127.0.0.1", envd.port))
+        s.sendall(("PUT /v1/files?path=%s HTTP/1.1\r\nHost: x\r\n"
+                   "Authorization: Bearer %s\r\nContent-Length: 1000000\r\n\r\n"
+                   % (path, envd.token)).encode() + b"partial" * 100)
+        s.close()
+        # The server notices the drop; the old content is intact and no
+        # temporary file is left behind.
+        harness.wait_until(
+            lambda: not [n for n in os.listdir(tmp) if "envd-upload" in n],
+            10, "the partial upload's temporary file to go")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"original")
+        self.assertEqual(envd.request("GET", "/health").status, 200)
+
+    def test_parent_directories_are_created(self):
+        path = os.path.join(tmp, "a", "b", "c.txt")
+        r = envd.request("PUT", "/v1/files?path=" + path, body=b"deep")
+        self.assertEqual(r.status, 200, r)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"deep")
+
+    def test_errors(self):
+        r = envd.request("GET", "/v1/files?path=" + os.path.join(tmp, "nope"))
+        self.assertEqual(r.status, 404)
+        self.assertEqual(r.json["error"]["code"], "not_found")
+        r = envd.request("GET", "/v1/files?path=" + tmp)
+        self.assertEqual(r.status, 400)
+        self.assertEqual(r.json["error"]["param"], "path")
+        r = envd.request("GET", "/v1/files")
+        self.assertEqual(r.status, 400)
+        r = envd.request("PUT", "/v1/files?path=" + tmp + "/", body=b"x")
+        self.assertEqual(r.status, 400)
+        r = envd.request("DELETE", "/v1/files?path=" + tmp)
+        self.assertEqual(r.status, 400)
+        r = envd.request("GET", "/v1/files?path=" + os.path.join(tmp, "x"), token=None)
+        self.assertEqual(r.status, 401)
+
+
+class Server(unittest.TestCase):
+    def test_health(self):
+        h = envd.request("GET", "/health").json
+        self.assertTrue(h["ok"])
+        self.assertIn("version", h)
+        self.assertFalse(h["display"])
+        self.assertIn("bash", h["capabilities"])
+
+    def test_unknown_endpoint_and_method(self):
+        r = envd.request("GET", "/v2/whatever")
+        self.assertEqual(r.status, 404)
+        r = envd.request("GET", "/v1/actions/bash")
+        self.assertEqual(r.status, 400)
+        self.assertIn("POST", r.json["error"]["message"])
+
+    def test_keep_alive_serves_many_requests_on_one_connection(self):
+        conn = http.client.HTTPConnection("127.0.0.1", envd.port, timeout=30)
+        for i in range(50):
+            conn.request("GET", "/health",
+                         headers={"Authorization": "Bearer " + envd.token})
+            r = conn.getresponse()
+            self.assertEqual(r.status, 200)
+            r.read()
+        conn.close()
+
+    def test_garbage_and_half_requests_do_not_hurt(self):
+        for junk in (b"\x00\x01\x02garbage\r\n\r\n", b"GET / HTTP/1.1\r\n",
+                     b"POST /v1/actions/bash HTTP/1.1\r\nContent-Length: 99\r\n\r\n{"):
+            s = socket.create_connection(("127.0.0.1", envd.port))
+            s.sendall(junk)
+            s.close()
+        self.assertEqual(envd.request("GET", "/health").status, 200)
+
+    def test_client_gone_mid_action_is_harmless(self):
+        s = socket.create_connection(("127.0.0.1", envd.port))
+        body = json.dumps({"command": "sleep 1; echo done"}).encode()
+        s.sendall(("POST /v1/actions/bash HTTP/1.1\r\nHost: x\r\n"
+                   "Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n"
+                   % (envd.token, len(body))).encode() + body)
+        s.close()
+        r = envd.action("bash", {"command": "echo still-here"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json["stdout"], "still-here\n")
+
+    def test_concurrent_requests(self):
+        results = []
+        def call(i):
+            r = envd.action("bash", {"command": "echo %d" % i})
+            results.append((i, r.status, r.json.get("stdout")))
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(sorted(results), [(i, 200, "%d\n" % i) for i in range(20)])
+
+
+if __name__ == "__main__":
+    unittest.main()
