@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test test-fast run bench format clean
+.PHONY: all deps build build-asan test test-fast run bench images format clean
 
 all: build
 
@@ -30,6 +30,11 @@ test: build build-asan
 # Only the normal build, for quick iteration.
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
+
+# Guest images into build/images/<name>/ (cached by content hash; see rootfs/).
+images: build
+	rootfs/build-image desktop $(BUILD)
+	rootfs/build-image sandbox $(BUILD)
 
 run: build
 	@python3 tests/envd/dev_desktop.py

@@ -6,8 +6,8 @@
 #include "params.h"
 
 static const struct action *const action_tables[] = {
-	actions_input,   actions_screen, actions_windows, actions_clipboard,
-	actions_desktop, actions_a11y,   actions_shell, actions_files,
+    actions_input,   actions_screen, actions_windows, actions_clipboard,
+    actions_desktop, actions_a11y,   actions_shell,   actions_files,
 };
 
 const struct action *action_find(const char *name)

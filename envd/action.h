@@ -24,8 +24,8 @@ struct action_reply {
 	unsigned char *body;
 	size_t body_len;
 	const char *content_type; /* static string, for body */
-	int width, height;        /* image replies: sent as X-Width / X-Height */
-	double scale;             /* image replies: sent as X-Scale */
+	int width, height;	  /* image replies: sent as X-Width / X-Height */
+	double scale;		  /* image replies: sent as X-Scale */
 };
 
 /* Returns 0 and fills reply, or -1 with e filled (reply->json may add detail). */
@@ -44,14 +44,14 @@ struct action {
 };
 
 /* The family tables (actions/<family>.c). */
-extern const struct action actions_input[];     /* click, type, key, scroll, drag, ... */
-extern const struct action actions_screen[];    /* screenshot, screen size, cursor */
-extern const struct action actions_windows[];   /* windows, launch, focus, move, ... */
+extern const struct action actions_input[];	/* click, type, key, scroll, drag, ... */
+extern const struct action actions_screen[];	/* screenshot, screen size, cursor */
+extern const struct action actions_windows[];	/* windows, launch, focus, move, ... */
 extern const struct action actions_clipboard[]; /* get_clipboard, set_clipboard */
-extern const struct action actions_desktop[];   /* desktop environment, wallpaper */
-extern const struct action actions_a11y[];      /* get_accessibility_tree */
-extern const struct action actions_shell[];     /* bash, python */
-extern const struct action actions_files[];     /* read_file, write_file */
+extern const struct action actions_desktop[];	/* desktop environment, wallpaper */
+extern const struct action actions_a11y[];	/* get_accessibility_tree */
+extern const struct action actions_shell[];	/* bash, python */
+extern const struct action actions_files[];	/* read_file, write_file */
 
 /* The action called `name`, or NULL. */
 const struct action *action_find(const char *name);

@@ -11,11 +11,13 @@
 
 struct desk;
 struct clipboard;
+struct session;
 
 struct envd {
-	const char *display;         /* $DISPLAY envd drives, NULL when headless */
-	struct desk *desk;           /* NULL when there is no display */
+	const char *display;	     /* $DISPLAY envd drives, NULL when headless */
+	struct desk *desk;	     /* NULL when there is no display */
 	struct clipboard *clipboard; /* NULL when there is no display */
+	struct session *session;     /* the supervised desktop, NULL when not supervising */
 
 	/* Identity every client command runs as (bash, python, launch, files).
 	 * run_as_uid == (uid_t)-1 means "as envd itself". */

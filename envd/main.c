@@ -20,6 +20,7 @@
 #include "desk.h"
 #include "envd.h"
 #include "server.h"
+#include "session.h"
 
 static struct server *main_server;
 
@@ -37,6 +38,9 @@ static void main_usage(FILE *to)
 	      "  --listen ADDR       where to serve the HTTP API (tcp port 0 = any free port)\n"
 	      "  --token-file FILE   the bearer token clients must send (first line of FILE)\n"
 	      "  --user NAME         run client commands and file access as this user\n"
+	      "  --session desktop   start and supervise the desktop session (Xvfb, D-Bus,\n"
+	      "                      AT-SPI, xfce4-session) as --user; default: none\n"
+	      "  --resolution WxH    the session's screen size (default 1280x800)\n"
 	      "  --max-body BYTES    largest action request body (default 64 MiB)\n"
 	      "  --max-read-file BYTES  read_file's limit (default 16 MiB)\n"
 	      "  --version           print the version\n"
@@ -82,22 +86,25 @@ static long long main_parse_size(const char *s, const char *flag)
 
 int main(int argc, char **argv)
 {
-	const char *listen = NULL, *token_file = NULL, *user = NULL;
+	const char *listen = NULL, *token_file = NULL, *user = NULL, *session_kind = "none";
+	int width = 1280, height = 800;
 	struct envd env = {
-		.run_as_uid = (uid_t)-1,
-		.run_as_gid = (gid_t)-1,
-		.max_body = 64u << 20,
-		.max_read_file = 16u << 20,
+	    .run_as_uid = (uid_t)-1,
+	    .run_as_gid = (gid_t)-1,
+	    .max_body = 64u << 20,
+	    .max_read_file = 16u << 20,
 	};
 	static const struct option longopts[] = {
-		{"listen", required_argument, NULL, 'l'},
-		{"token-file", required_argument, NULL, 't'},
-		{"user", required_argument, NULL, 'u'},
-		{"max-body", required_argument, NULL, 'b'},
-		{"max-read-file", required_argument, NULL, 'r'},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"token-file", required_argument, NULL, 't'},
+	    {"user", required_argument, NULL, 'u'},
+	    {"max-body", required_argument, NULL, 'b'},
+	    {"max-read-file", required_argument, NULL, 'r'},
+	    {"session", required_argument, NULL, 's'},
+	    {"resolution", required_argument, NULL, 'R'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -117,6 +124,23 @@ int main(int argc, char **argv)
 		case 'r':
 			env.max_read_file = (size_t)main_parse_size(optarg, "--max-read-file");
 			break;
+		case 's':
+			session_kind = optarg;
+			if (strcmp(optarg, "desktop") != 0 && strcmp(optarg, "none") != 0) {
+				fprintf(stderr, "envd: --session takes desktop or none\n");
+				return 2;
+			}
+			break;
+		case 'R': {
+			char tail;
+			if (sscanf(optarg, "%dx%d%c", &width, &height, &tail) != 2 || width < 64 ||
+			    height < 64 || width > 8192 || height > 8192) {
+				fprintf(stderr, "envd: --resolution WxH, 64..8192 each, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'V':
 			printf("envd %s\n", CUBICLE_VERSION);
 			return 0;
@@ -153,6 +177,21 @@ int main(int argc, char **argv)
 	 * waits for its own; launch.c double-forks). */
 
 	struct err e = {0};
+	if (strcmp(session_kind, "desktop") == 0) {
+		struct session_opts so = {
+		    .width = width,
+		    .height = height,
+		    .uid = env.run_as_uid,
+		    .gid = env.run_as_gid,
+		    .home = env.run_as_home,
+		    .user = user,
+		};
+		env.session = session_start(&so, &e);
+		if (!env.session) {
+			fprintf(stderr, "envd: cannot start the desktop session: %s\n", e.message);
+			return 1;
+		}
+	}
 	env.display = getenv("DISPLAY");
 	if (env.display && *env.display) {
 		env.desk = desk_open(env.display, &e);
@@ -185,6 +224,7 @@ int main(int argc, char **argv)
 	if (env.clipboard)
 		clipboard_close(env.clipboard);
 	desk_close(env.desk);
+	session_stop(env.session);
 	free(home);
 	free(token);
 	return 0;

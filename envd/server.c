@@ -35,8 +35,9 @@
 
 #include "action.h"
 #include "files.h"
+#include "session.h"
 
-#define SERVER_CHUNK (64 * 1024)
+#define SERVER_CHUNK   (64 * 1024)
 #define SERVER_MAX_URL 8192
 
 enum req_kind {
@@ -52,8 +53,8 @@ struct request;
 struct job {
 	struct job *next;
 	struct server *srv;
-	struct lws *wsi;      /* loop thread only */
-	struct request *req;  /* loop thread only; valid while !orphaned */
+	struct lws *wsi;     /* loop thread only */
+	struct request *req; /* loop thread only; valid while !orphaned */
 	const struct action *action;
 	json_t *params;
 	struct action_reply reply;
@@ -76,9 +77,9 @@ struct request {
 
 	/* lws zero-fills this struct, so "no file" must not be fd 0: has_fd says. */
 	bool has_fd;
-	int fd;                    /* file GET source or PUT temporary */
-	char *put_path, *put_tmp;  /* PUT: final and temporary paths */
-	uint64_t file_left;        /* GET: bytes still to send */
+	int fd;			  /* file GET source or PUT temporary */
+	char *put_path, *put_tmp; /* PUT: final and temporary paths */
+	uint64_t file_left;	  /* GET: bytes still to send */
 	uint64_t put_len;
 
 	int status;
@@ -107,7 +108,7 @@ struct server {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	struct job *jobs; /* running, or done and not collected */
-	int running;      /* worker threads that have not finished */
+	int running;	  /* worker threads that have not finished */
 };
 
 /* ---- responses ------------------------------------------------------- */
@@ -163,7 +164,7 @@ static void respond_json(struct lws *wsi, struct request *r, int status, json_t 
 	json_decref(j);
 	if (!s) {
 		static const char oom[] =
-			"{\"error\":{\"code\":\"internal\",\"message\":\"cannot encode the answer\"}}";
+		    "{\"error\":{\"code\":\"internal\",\"message\":\"cannot encode the answer\"}}";
 		s = strdup(oom);
 		status = 500;
 	}
@@ -186,7 +187,8 @@ static int server_add_header(struct lws *wsi, const char *name, const char *valu
 			     unsigned char **p, unsigned char *end)
 {
 	return lws_add_http_header_by_name(wsi, (const unsigned char *)name,
-					   (const unsigned char *)value, (int)strlen(value), p, end);
+					   (const unsigned char *)value, (int)strlen(value), p,
+					   end);
 }
 
 static int request_write(struct lws *wsi, struct server *srv, struct request *r)
@@ -225,7 +227,8 @@ static int request_write(struct lws *wsi, struct server *srv, struct request *r)
 		size_t n;
 		bool final;
 		if (is_file) {
-			size_t want = r->file_left < SERVER_CHUNK ? (size_t)r->file_left : SERVER_CHUNK;
+			size_t want =
+			    r->file_left < SERVER_CHUNK ? (size_t)r->file_left : SERVER_CHUNK;
 			ssize_t got = read(r->fd, buf + LWS_PRE, want);
 			if (got <= 0) {
 				/* The file shrank or failed under us: the status is sent
@@ -244,8 +247,8 @@ static int request_write(struct lws *wsi, struct server *srv, struct request *r)
 			r->resp_sent += n;
 			final = r->resp_sent == r->resp_len;
 		}
-		if (lws_write(wsi, buf + LWS_PRE, n, final ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) !=
-		    (int)n)
+		if (lws_write(wsi, buf + LWS_PRE, n,
+			      final ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n)
 			return -1;
 		if (!final) {
 			lws_callback_on_writable(wsi);
@@ -353,7 +356,8 @@ static void job_deliver(struct job *j)
 			j->reply.body, j->reply.body_len);
 		j->reply.body = NULL;
 	} else if (j->rc == 0) {
-		json_t *out = j->reply.json ? json_incref(j->reply.json) : json_pack("{s:b}", "ok", 1);
+		json_t *out =
+		    j->reply.json ? json_incref(j->reply.json) : json_pack("{s:b}", "ok", 1);
 		respond_json(wsi, r, 200, out);
 	} else {
 		json_t *ej = err_to_json(&j->err);
@@ -455,34 +459,62 @@ static json_t *server_health(struct server *srv)
 	struct envd *env = srv->env;
 	struct health_caps caps = {json_array(), env->desk != NULL};
 	action_foreach(health_add, &caps);
-	return json_pack("{s:b, s:s, s:b, s:s?, s:o, s:b}", "ok", 1, "version", CUBICLE_VERSION,
-			 "display", env->desk != NULL, "display_name", env->desk ? env->display : NULL,
-			 "capabilities", caps.names, "ready", 1);
+	/* Ready: a supervised desktop is usable (panel and desktop mapped); an
+	 * unsupervised envd is ready as soon as it answers. */
+	bool ready = env->session ? session_ready(env->session) : true;
+	json_t *h =
+	    json_pack("{s:b, s:s, s:b, s:s?, s:o, s:b}", "ok", 1, "version", CUBICLE_VERSION,
+		      "display", env->desk != NULL, "display_name", env->desk ? env->display : NULL,
+		      "capabilities", caps.names, "ready", ready);
+	if (env->session && ready)
+		json_object_set_new(h, "ready_ms", json_real(session_ready_ms(env->session)));
+	return h;
+}
+
+/* A relative path is relative to the client user's home, as for the
+ * read_file/write_file actions. Returns a malloc'd absolute path. */
+static char *files_absolute(const struct envd *env, const char *path)
+{
+	if (path[0] == '/')
+		return strdup(path);
+	const char *home = env->run_as_home ? env->run_as_home : getenv("HOME");
+	char *abs = NULL;
+	if (asprintf(&abs, "%s/%s", home && *home ? home : "", path) < 0)
+		return NULL;
+	return abs;
 }
 
 /* PUT /v1/files: the body goes to a temporary file beside the target. */
-static int files_put_begin(struct server *srv, struct request *r, const char *path,
-			   struct err *e)
+static int files_put_begin(struct server *srv, struct request *r, const char *rel, struct err *e)
 {
 	struct envd *env = srv->env;
 	struct run_as as = {env->run_as_uid, env->run_as_gid, env->run_as_home};
-	if (!*path)
+	if (!*rel)
 		return err_param(e, "path", "path: required (PUT /v1/files?path=/abs/file)");
-	size_t n = strlen(path);
-	if (path[n - 1] == '/')
-		return err_param(e, "path", "path: '%s' names a directory, not a file", path);
-	char *tmp = NULL;
-	if (asprintf(&tmp, "%s.envd-upload-%ld-%d", path, (long)getpid(), rand()) < 0)
+	char *path = files_absolute(env, rel);
+	if (!path)
 		return err_set(e, ERR_INTERNAL, "out of memory");
+	size_t n = strlen(path);
+	if (path[n - 1] == '/') {
+		err_param(e, "path", "path: '%s' names a directory, not a file", path);
+		free(path);
+		return -1;
+	}
+	char *tmp = NULL;
+	if (asprintf(&tmp, "%s.envd-upload-%ld-%d", path, (long)getpid(), rand()) < 0) {
+		free(path);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
 	int fd = files_open_as(&as, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644, e);
 	if (fd < 0) {
 		free(tmp);
+		free(path);
 		return -1;
 	}
 	r->fd = fd;
 	r->has_fd = true;
 	r->put_tmp = tmp;
-	r->put_path = strdup(path);
+	r->put_path = path;
 	r->kind = REQ_FILE_PUT;
 	return 0;
 }
@@ -515,8 +547,7 @@ static void files_put_finish(struct lws *wsi, struct request *r)
 			       (json_int_t)r->put_len));
 }
 
-static int files_get_begin(struct server *srv, struct request *r, const char *path,
-			   struct err *e)
+static int files_get_begin(struct server *srv, struct request *r, const char *path, struct err *e)
 {
 	struct envd *env = srv->env;
 	struct run_as as = {env->run_as_uid, env->run_as_gid, env->run_as_home};
@@ -553,8 +584,9 @@ static void action_begin(struct lws *wsi, struct server *srv, struct request *r)
 		json_error_t je;
 		params = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
 		if (!params) {
-			err_set(&e, ERR_BAD_REQUEST, "the body is not valid JSON: %s (line %d, column %d)",
-				je.text, je.line, je.column);
+			err_set(&e, ERR_BAD_REQUEST,
+				"the body is not valid JSON: %s (line %d, column %d)", je.text,
+				je.line, je.column);
 			respond_err(wsi, r, &e);
 			return;
 		}
@@ -579,11 +611,11 @@ static int request_route(struct lws *wsi, struct server *srv, struct request *r)
 	char *uri = NULL;
 	int ulen = 0;
 	r->method = lws_http_get_uri_and_method(wsi, &uri, &ulen);
-	static const char *const names[] = {"GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE",
-					    "CONNECT", "HEAD", ":path"};
+	static const char *const names[] = {"GET",    "POST",	 "OPTIONS", "PUT",  "PATCH",
+					    "DELETE", "CONNECT", "HEAD",    ":path"};
 	const char *mname = r->method >= 0 && r->method < (int)(sizeof names / sizeof names[0])
-				    ? names[r->method]
-				    : "?";
+				? names[r->method]
+				: "?";
 	snprintf(r->target, sizeof r->target, "%s %.*s", mname, ulen > 140 ? 140 : ulen,
 		 uri ? uri : "");
 	char path[512];
@@ -617,16 +649,17 @@ static int request_route(struct lws *wsi, struct server *srv, struct request *r)
 		}
 		r->action = action_find(name);
 		if (!r->action) {
-			err_set(&e, ERR_NOT_FOUND, "no action named '%.100s' (GET /health lists them)",
-				name);
+			err_set(&e, ERR_NOT_FOUND,
+				"no action named '%.100s' (GET /health lists them)", name);
 			respond_early(wsi, r, &e);
 			return 0;
 		}
 		if (clen > (long long)env->max_body) {
-			err_set(&e, ERR_TOO_LARGE,
-				"the request body is %lld bytes, over the %zu-byte limit for actions; "
-				"send large files with PUT /v1/files?path=...",
-				clen, env->max_body);
+			err_set(
+			    &e, ERR_TOO_LARGE,
+			    "the request body is %lld bytes, over the %zu-byte limit for actions; "
+			    "send large files with PUT /v1/files?path=...",
+			    clen, env->max_body);
 			respond_early(wsi, r, &e);
 			return 0;
 		}
@@ -676,8 +709,9 @@ static int request_body(struct lws *wsi, struct server *srv, struct request *r, 
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n < 0) {
-				err_set(&e, errno == ENOSPC || errno == EDQUOT ? ERR_TOO_LARGE
-									      : ERR_INTERNAL,
+				err_set(&e,
+					errno == ENOSPC || errno == EDQUOT ? ERR_TOO_LARGE
+									   : ERR_INTERNAL,
 					"cannot write '%s': %s", r->put_path, strerror(errno));
 				request_release(r);
 				respond_early(wsi, r, &e);
@@ -765,8 +799,8 @@ static int server_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
 }
 
 static const struct lws_protocols server_protocols[] = {
-	{"http", server_callback, sizeof(struct request), 0, 0, NULL, 0},
-	{NULL, NULL, 0, 0, 0, NULL, 0},
+    {"http", server_callback, sizeof(struct request), 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
 /* ---- lifecycle ------------------------------------------------------- */
@@ -804,7 +838,8 @@ struct server *server_create(struct envd *env, const struct server_opts *o, stru
 	if (strncmp(o->listen, "unix:", 5) == 0) {
 		const char *path = o->listen + 5;
 		if (!*path || strlen(path) >= 100) {
-			err_param(e, "listen", "--listen unix:PATH needs a path shorter than 100 bytes");
+			err_param(e, "listen",
+				  "--listen unix:PATH needs a path shorter than 100 bytes");
 			goto fail;
 		}
 		srv->unix_path = strdup(path);

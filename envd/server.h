@@ -24,7 +24,7 @@ struct server;
 struct server_opts {
 	const char *listen; /* "unix:/path" or "tcp:HOST:PORT" (PORT 0 = any free port) */
 	const char *token;  /* the bearer token clients must present */
-	int max_jobs;       /* concurrent actions; more get 503 (0 = 64) */
+	int max_jobs;	    /* concurrent actions; more get 503 (0 = 64) */
 };
 
 struct server *server_create(struct envd *env, const struct server_opts *o, struct err *e);

@@ -42,18 +42,18 @@ static const struct {
 	int status;
 	const char *name;
 } err_table[] = {
-	[ERR_OK] = {200, "ok"},
-	[ERR_INVALID] = {400, "invalid_parameter"},
-	[ERR_BAD_REQUEST] = {400, "bad_request"},
-	[ERR_UNAUTHORIZED] = {401, "unauthorized"},
-	[ERR_FORBIDDEN] = {403, "forbidden"},
-	[ERR_NOT_FOUND] = {404, "not_found"},
-	[ERR_CONFLICT] = {409, "conflict"},
-	[ERR_TOO_LARGE] = {413, "too_large"},
-	[ERR_LIMIT] = {429, "limit_reached"},
-	[ERR_INTERNAL] = {500, "internal"},
-	[ERR_UNAVAILABLE] = {503, "unavailable"},
-	[ERR_TIMEOUT] = {504, "timeout"},
+    [ERR_OK] = {200, "ok"},
+    [ERR_INVALID] = {400, "invalid_parameter"},
+    [ERR_BAD_REQUEST] = {400, "bad_request"},
+    [ERR_UNAUTHORIZED] = {401, "unauthorized"},
+    [ERR_FORBIDDEN] = {403, "forbidden"},
+    [ERR_NOT_FOUND] = {404, "not_found"},
+    [ERR_CONFLICT] = {409, "conflict"},
+    [ERR_TOO_LARGE] = {413, "too_large"},
+    [ERR_LIMIT] = {429, "limit_reached"},
+    [ERR_INTERNAL] = {500, "internal"},
+    [ERR_UNAVAILABLE] = {503, "unavailable"},
+    [ERR_TIMEOUT] = {504, "timeout"},
 };
 
 int err_http_status(enum err_code code)
@@ -87,9 +87,9 @@ static json_t *json_string_lossy(const char *s)
 
 json_t *err_to_json(const struct err *e)
 {
-	json_t *inner = json_pack("{s:s, s:o}", "code", err_code_name(e->code), "message",
-				  json_string_lossy(e->message[0] ? e->message
-								  : err_code_name(e->code)));
+	json_t *inner =
+	    json_pack("{s:s, s:o}", "code", err_code_name(e->code), "message",
+		      json_string_lossy(e->message[0] ? e->message : err_code_name(e->code)));
 	if (inner && e->param[0])
 		json_object_set_new(inner, "param", json_string_lossy(e->param));
 	return json_pack("{s:o}", "error", inner);

@@ -13,32 +13,32 @@
 
 enum err_code {
 	ERR_OK = 0,
-	ERR_INVALID,      /* 400 a parameter is missing, malformed or out of range */
+	ERR_INVALID,	  /* 400 a parameter is missing, malformed or out of range */
 	ERR_BAD_REQUEST,  /* 400 the request itself is malformed (JSON syntax, ...) */
 	ERR_UNAUTHORIZED, /* 401 no or wrong credentials */
-	ERR_FORBIDDEN,    /* 403 credentials fine, not allowed */
-	ERR_NOT_FOUND,    /* 404 no such action, computer, window, file */
-	ERR_CONFLICT,     /* 409 not possible in this state (no display, ...) */
-	ERR_TOO_LARGE,    /* 413 body or file over a limit */
-	ERR_LIMIT,        /* 429 a quota is reached */
-	ERR_INTERNAL,     /* 500 a bug or an unexpected system failure */
+	ERR_FORBIDDEN,	  /* 403 credentials fine, not allowed */
+	ERR_NOT_FOUND,	  /* 404 no such action, computer, window, file */
+	ERR_CONFLICT,	  /* 409 not possible in this state (no display, ...) */
+	ERR_TOO_LARGE,	  /* 413 body or file over a limit */
+	ERR_LIMIT,	  /* 429 a quota is reached */
+	ERR_INTERNAL,	  /* 500 a bug or an unexpected system failure */
 	ERR_UNAVAILABLE,  /* 503 a dependency is down or busy */
-	ERR_TIMEOUT,      /* 504 the operation ran past its deadline */
+	ERR_TIMEOUT,	  /* 504 the operation ran past its deadline */
 };
 
 struct err {
 	enum err_code code;
-	char param[64];    /* the parameter at fault, "" if none */
+	char param[64];	   /* the parameter at fault, "" if none */
 	char message[512]; /* one sentence, no trailing newline */
 };
 
 /* Fills e (which may be NULL) and returns -1, so callers can `return err_set(...)`. */
 int err_set(struct err *e, enum err_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* ERR_INVALID naming `param`; the message should say what is wrong with it. */
 int err_param(struct err *e, const char *param, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Clears e to ERR_OK. */
 void err_clear(struct err *e);

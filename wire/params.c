@@ -52,8 +52,7 @@ int param_int(const json_t *params, const char *name, long long lo, long long hi
 				 json_type_word(v));
 	}
 	if (n < lo || n > hi)
-		return err_param(e, name, "%s: %lld is out of range [%lld, %lld]", name, n, lo,
-				 hi);
+		return err_param(e, name, "%s: %lld is out of range [%lld, %lld]", name, n, lo, hi);
 	*out = n;
 	return 1;
 }
@@ -65,8 +64,7 @@ int param_double(const json_t *params, const char *name, double lo, double hi, d
 	if (!v)
 		return 0;
 	if (!json_is_number(v))
-		return err_param(e, name, "%s: expected a number, got %s", name,
-				 json_type_word(v));
+		return err_param(e, name, "%s: expected a number, got %s", name, json_type_word(v));
 	double d = json_number_value(v);
 	if (!(d >= lo && d <= hi))
 		return err_param(e, name, "%s: %g is out of range [%g, %g]", name, d, lo, hi);
@@ -92,8 +90,7 @@ int param_str(const json_t *params, const char *name, const char **out, struct e
 	if (!v)
 		return 0;
 	if (!json_is_string(v))
-		return err_param(e, name, "%s: expected a string, got %s", name,
-				 json_type_word(v));
+		return err_param(e, name, "%s: expected a string, got %s", name, json_type_word(v));
 	*out = json_string_value(v);
 	return 1;
 }
@@ -114,8 +111,8 @@ int param_enum(const json_t *params, const char *name, const char *const *choice
 	char list[256] = "";
 	size_t used = 0;
 	for (int i = 0; choices[i] && used < sizeof list; i++)
-		used += snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
-				 choices[i]);
+		used +=
+		    snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", choices[i]);
 	return err_param(e, name, "%s: '%.64s' is not one of: %s", name, s, list);
 }
 
@@ -125,8 +122,7 @@ int param_array(const json_t *params, const char *name, json_t **out, struct err
 	if (!v)
 		return 0;
 	if (!json_is_array(v))
-		return err_param(e, name, "%s: expected an array, got %s", name,
-				 json_type_word(v));
+		return err_param(e, name, "%s: expected an array, got %s", name, json_type_word(v));
 	*out = v;
 	return 1;
 }

@@ -40,8 +40,8 @@ static int input_point(struct envd *env, const json_t *params, const char *xn, c
 	return 1;
 }
 
-static int input_need_point(struct envd *env, const json_t *params, const char *xn,
-			    const char *yn, struct desk_point *p, struct err *e)
+static int input_need_point(struct envd *env, const json_t *params, const char *xn, const char *yn,
+			    struct desk_point *p, struct err *e)
 {
 	int r = input_point(env, params, xn, yn, p, e);
 	if (r == 0)
@@ -339,7 +339,7 @@ static int act_scroll_right(struct envd *env, const json_t *params, struct actio
 static const char *const p_xy[] = {"x", "y", NULL};
 static const char *const p_xyb[] = {"x", "y", "button", NULL};
 static const char *const p_click[] = {"x", "y", "button", "clicks", NULL};
-static const char *const p_drag[] = {"from_x", "from_y",      "to_x",   "to_y",
+static const char *const p_drag[] = {"from_x", "from_y",      "to_x",	"to_y",
 				     "path",   "duration_ms", "button", NULL};
 static const char *const p_type[] = {"text", "delay_ms", NULL};
 static const char *const p_key[] = {"key", NULL};
@@ -348,25 +348,25 @@ static const char *const p_scroll[] = {"direction", "clicks", "x", "y", NULL};
 static const char *const p_scroll_dir[] = {"clicks", "x", "y", NULL};
 
 const struct action actions_input[] = {
-	{"click", act_click, ACTION_DISPLAY, p_click},
-	{"left_click", act_left_click, ACTION_DISPLAY, p_xy},
-	{"right_click", act_right_click, ACTION_DISPLAY, p_xy},
-	{"middle_click", act_middle_click, ACTION_DISPLAY, p_xy},
-	{"double_click", act_double_click, ACTION_DISPLAY, p_xyb},
-	{"triple_click", act_triple_click, ACTION_DISPLAY, p_xyb},
-	{"move_cursor", act_move_cursor, ACTION_DISPLAY, p_xy},
-	{"mouse_down", act_mouse_down, ACTION_DISPLAY, p_xyb},
-	{"mouse_up", act_mouse_up, ACTION_DISPLAY, p_xyb},
-	{"drag", act_drag, ACTION_DISPLAY, p_drag},
-	{"type", act_type, ACTION_DISPLAY, p_type},
-	{"key", act_key, ACTION_DISPLAY, p_key},
-	{"hotkey", act_hotkey, ACTION_DISPLAY, p_hotkey},
-	{"key_down", act_key_down, ACTION_DISPLAY, p_key},
-	{"key_up", act_key_up, ACTION_DISPLAY, p_key},
-	{"scroll", act_scroll, ACTION_DISPLAY, p_scroll},
-	{"scroll_up", act_scroll_up, ACTION_DISPLAY, p_scroll_dir},
-	{"scroll_down", act_scroll_down, ACTION_DISPLAY, p_scroll_dir},
-	{"scroll_left", act_scroll_left, ACTION_DISPLAY, p_scroll_dir},
-	{"scroll_right", act_scroll_right, ACTION_DISPLAY, p_scroll_dir},
-	{NULL, NULL, 0, NULL},
+    {"click", act_click, ACTION_DISPLAY, p_click},
+    {"left_click", act_left_click, ACTION_DISPLAY, p_xy},
+    {"right_click", act_right_click, ACTION_DISPLAY, p_xy},
+    {"middle_click", act_middle_click, ACTION_DISPLAY, p_xy},
+    {"double_click", act_double_click, ACTION_DISPLAY, p_xyb},
+    {"triple_click", act_triple_click, ACTION_DISPLAY, p_xyb},
+    {"move_cursor", act_move_cursor, ACTION_DISPLAY, p_xy},
+    {"mouse_down", act_mouse_down, ACTION_DISPLAY, p_xyb},
+    {"mouse_up", act_mouse_up, ACTION_DISPLAY, p_xyb},
+    {"drag", act_drag, ACTION_DISPLAY, p_drag},
+    {"type", act_type, ACTION_DISPLAY, p_type},
+    {"key", act_key, ACTION_DISPLAY, p_key},
+    {"hotkey", act_hotkey, ACTION_DISPLAY, p_hotkey},
+    {"key_down", act_key_down, ACTION_DISPLAY, p_key},
+    {"key_up", act_key_up, ACTION_DISPLAY, p_key},
+    {"scroll", act_scroll, ACTION_DISPLAY, p_scroll},
+    {"scroll_up", act_scroll_up, ACTION_DISPLAY, p_scroll_dir},
+    {"scroll_down", act_scroll_down, ACTION_DISPLAY, p_scroll_dir},
+    {"scroll_left", act_scroll_left, ACTION_DISPLAY, p_scroll_dir},
+    {"scroll_right", act_scroll_right, ACTION_DISPLAY, p_scroll_dir},
+    {NULL, NULL, 0, NULL},
 };

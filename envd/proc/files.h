@@ -18,22 +18,21 @@
  * directory), ERR_TOO_LARGE (over max_len, the message pointing to
  * GET /v1/files?path=...).
  */
-int files_read(const struct run_as *as, const char *path, size_t max_len, char **out,
-	       size_t *len, struct err *e);
+int files_read(const struct run_as *as, const char *path, size_t max_len, char **out, size_t *len,
+	       struct err *e);
 
 /*
  * Writes `len` bytes to `path` atomically (a temporary file in the same
  * directory renamed over it), creating missing parent directories; mode < 0
  * keeps an existing file's mode (0644 for new files).
  */
-int files_write(const struct run_as *as, const char *path, const void *data, size_t len,
-		int mode, struct err *e);
+int files_write(const struct run_as *as, const char *path, const void *data, size_t len, int mode,
+		struct err *e);
 
 /*
  * open(2) with the client's identity, for streaming. For O_WRONLY|O_CREAT
  * it creates missing parent directories. Returns an fd or -1 with e filled.
  */
-int files_open_as(const struct run_as *as, const char *path, int flags, mode_t mode,
-		  struct err *e);
+int files_open_as(const struct run_as *as, const char *path, int flags, mode_t mode, struct err *e);
 
 #endif

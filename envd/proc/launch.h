@@ -16,7 +16,7 @@
 struct launch_opts {
 	const char *app;
 	const char *const *args; /* NULL-terminated, or NULL */
-	const char *display;     /* DISPLAY for the child */
+	const char *display;	 /* DISPLAY for the child */
 	struct run_as as;
 };
 

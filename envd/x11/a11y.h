@@ -11,9 +11,9 @@
 #include "err.h"
 
 struct a11y_opts {
-	int max_depth;   /* levels below each application (default 10) */
+	int max_depth;	 /* levels below each application (default 10) */
 	const char *app; /* only applications whose name contains this, NULL = all */
-	int max_nodes;   /* stop after this many nodes, flagging truncation */
+	int max_nodes;	 /* stop after this many nodes, flagging truncation */
 };
 
 /*

@@ -16,7 +16,7 @@
 
 struct desk_scratch {
 	KeyCode code;
-	KeySym sym;     /* what it is bound to now, NoSymbol if free */
+	KeySym sym;	/* what it is bound to now, NoSymbol if free */
 	uint64_t stamp; /* last use, for least-recently-used reuse */
 };
 
@@ -26,7 +26,7 @@ struct desk {
 	int screen;
 	Window root;
 	pthread_mutex_t lock; /* held around every X call on dpy */
-	bool dead;            /* the X connection broke; desk_lock() reconnects */
+	bool dead;	      /* the X connection broke; desk_lock() reconnects */
 
 	/* keyboard (input.c) */
 	int min_keycode, max_keycode;

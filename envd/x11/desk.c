@@ -123,6 +123,7 @@ int desk_lock(struct desk *d, struct err *e)
 	pthread_mutex_lock(&d->lock);
 	if (d->dead) {
 		/* The old Display is inert after an IO error; free it and try again. */
+		desk_screen_release(d);
 		XCloseDisplay(d->dpy);
 		d->dpy = NULL;
 		if (desk_connect(d, e) < 0) {

@@ -7,9 +7,9 @@
 #include "desk.h"
 
 struct desk_environment {
-	char name[64];    /* "xfce", or the window manager's name, "" if none */
+	char name[64];	  /* "xfce", or the window manager's name, "" if none */
 	char version[64]; /* "4.18.1", "" if unknown */
-	char wm[64];      /* the EWMH window manager name ("Xfwm4"), "" if none */
+	char wm[64];	  /* the EWMH window manager name ("Xfwm4"), "" if none */
 };
 
 int desk_environment(struct desk *d, struct desk_environment *out, struct err *e);

@@ -88,8 +88,8 @@ static int input_load_keymap(struct desk *d, struct err *e)
 		for (int code = d->max_keycode; code >= d->min_keycode; code--) {
 			if (d->nscratch == DESK_SCRATCH_MAX)
 				break;
-			const KeySym *row = d->keymap + (size_t)(code - d->min_keycode) *
-								(size_t)d->syms_per_code;
+			const KeySym *row =
+			    d->keymap + (size_t)(code - d->min_keycode) * (size_t)d->syms_per_code;
 			bool empty = true;
 			for (int i = 0; i < d->syms_per_code; i++)
 				if (row[i] != NoSymbol)
@@ -112,7 +112,7 @@ static bool input_find_sym(struct desk *d, KeySym sym, KeyCode *code, bool *shif
 	for (int level = 0; level < levels; level++) {
 		for (int c = d->min_keycode; c <= d->max_keycode; c++) {
 			const KeySym *row =
-				d->keymap + (size_t)(c - d->min_keycode) * (size_t)d->syms_per_code;
+			    d->keymap + (size_t)(c - d->min_keycode) * (size_t)d->syms_per_code;
 			if (row[level] == sym) {
 				*code = (KeyCode)c;
 				*shift = level == 1;
@@ -157,9 +157,10 @@ static int input_bind(struct desk *d, const KeySym *syms, size_t n, struct err *
 				victim = sc;
 		}
 		if (!victim)
-			return err_set(e, ERR_UNAVAILABLE,
-				       "no spare keycode left to type this character (the keymap is "
-				       "full)");
+			return err_set(
+			    e, ERR_UNAVAILABLE,
+			    "no spare keycode left to type this character (the keymap is "
+			    "full)");
 		if (victim->sym != NoSymbol && !paused) {
 			/* Someone may still be translating a press through this code. */
 			XSync(d->dpy, False);
@@ -171,8 +172,8 @@ static int input_bind(struct desk *d, const KeySym *syms, size_t n, struct err *
 		for (int k = 0; k < per && k < 2; k++)
 			row[k] = syms[i];
 		XChangeKeyboardMapping(d->dpy, victim->code, per, row, 1);
-		KeySym *cached = d->keymap + (size_t)(victim->code - d->min_keycode) *
-						     (size_t)d->syms_per_code;
+		KeySym *cached =
+		    d->keymap + (size_t)(victim->code - d->min_keycode) * (size_t)d->syms_per_code;
 		for (int k = 0; k < d->syms_per_code; k++)
 			cached[k] = k < 2 ? syms[i] : NoSymbol;
 		victim->sym = syms[i];
@@ -340,8 +341,8 @@ int desk_type(struct desk *d, const char *utf8, int delay_ms, struct err *e)
 
 /* Keycodes for a parsed combination, binding missing keysyms; a keysym that
  * lives at the Shift level gets Shift added unless the combo has it. */
-static int input_combo_codes(struct desk *d, const KeySym *syms, int n, KeyCode *codes,
-			     int *ncodes, struct err *e)
+static int input_combo_codes(struct desk *d, const KeySym *syms, int n, KeyCode *codes, int *ncodes,
+			     struct err *e)
 {
 	if (input_load_keymap(d, e) < 0)
 		return -1;
@@ -414,7 +415,8 @@ int desk_hotkey(struct desk *d, const char *const *keys, size_t n, struct err *e
 	for (size_t i = 0; i < n; i++) {
 		char param[32];
 		snprintf(param, sizeof param, "keys[%zu]", i);
-		int got = keys_parse_combo(keys[i], syms + count, INPUT_MAX_COMBO - count, param, e);
+		int got =
+		    keys_parse_combo(keys[i], syms + count, INPUT_MAX_COMBO - count, param, e);
 		if (got < 0)
 			return -1;
 		count += (size_t)got;
@@ -553,10 +555,10 @@ int desk_scroll(struct desk *d, const struct desk_point *at, enum desk_scroll_di
 		struct err *e)
 {
 	static const unsigned buttons[] = {
-		[DESK_SCROLL_UP] = 4,
-		[DESK_SCROLL_DOWN] = 5,
-		[DESK_SCROLL_LEFT] = 6,
-		[DESK_SCROLL_RIGHT] = 7,
+	    [DESK_SCROLL_UP] = 4,
+	    [DESK_SCROLL_DOWN] = 5,
+	    [DESK_SCROLL_LEFT] = 6,
+	    [DESK_SCROLL_RIGHT] = 7,
 	};
 	if (clicks < 1)
 		return err_param(e, "clicks", "clicks: must be at least 1");

@@ -21,64 +21,64 @@ static const struct {
 	const char *alias;
 	KeySym sym;
 } keys_aliases[] = {
-	{"enter", XK_Return},
-	{"return", XK_Return},
-	{"ret", XK_Return},
-	{"esc", XK_Escape},
-	{"escape", XK_Escape},
-	{"ctrl", XK_Control_L},
-	{"control", XK_Control_L},
-	{"lctrl", XK_Control_L},
-	{"rctrl", XK_Control_R},
-	{"alt", XK_Alt_L},
-	{"lalt", XK_Alt_L},
-	{"ralt", XK_Alt_R},
-	{"option", XK_Alt_L},
-	{"altgr", XK_ISO_Level3_Shift},
-	{"shift", XK_Shift_L},
-	{"lshift", XK_Shift_L},
-	{"rshift", XK_Shift_R},
-	{"super", XK_Super_L},
-	{"cmd", XK_Super_L},
-	{"command", XK_Super_L},
-	{"win", XK_Super_L},
-	{"windows", XK_Super_L},
-	{"meta", XK_Super_L},
-	{"pageup", XK_Prior},
-	{"page_up", XK_Prior},
-	{"pgup", XK_Prior},
-	{"pagedown", XK_Next},
-	{"page_down", XK_Next},
-	{"pgdn", XK_Next},
-	{"del", XK_Delete},
-	{"delete", XK_Delete},
-	{"backspace", XK_BackSpace},
-	{"bs", XK_BackSpace},
-	{"tab", XK_Tab},
-	{"space", XK_space},
-	{"spacebar", XK_space},
-	{"up", XK_Up},
-	{"down", XK_Down},
-	{"left", XK_Left},
-	{"right", XK_Right},
-	{"arrowup", XK_Up},
-	{"arrowdown", XK_Down},
-	{"arrowleft", XK_Left},
-	{"arrowright", XK_Right},
-	{"home", XK_Home},
-	{"end", XK_End},
-	{"insert", XK_Insert},
-	{"ins", XK_Insert},
-	{"capslock", XK_Caps_Lock},
-	{"numlock", XK_Num_Lock},
-	{"scrolllock", XK_Scroll_Lock},
-	{"printscreen", XK_Print},
-	{"print", XK_Print},
-	{"prtsc", XK_Print},
-	{"menu", XK_Menu},
-	{"pause", XK_Pause},
-	{"plus", XK_plus},
-	{"minus", XK_minus},
+    {"enter", XK_Return},
+    {"return", XK_Return},
+    {"ret", XK_Return},
+    {"esc", XK_Escape},
+    {"escape", XK_Escape},
+    {"ctrl", XK_Control_L},
+    {"control", XK_Control_L},
+    {"lctrl", XK_Control_L},
+    {"rctrl", XK_Control_R},
+    {"alt", XK_Alt_L},
+    {"lalt", XK_Alt_L},
+    {"ralt", XK_Alt_R},
+    {"option", XK_Alt_L},
+    {"altgr", XK_ISO_Level3_Shift},
+    {"shift", XK_Shift_L},
+    {"lshift", XK_Shift_L},
+    {"rshift", XK_Shift_R},
+    {"super", XK_Super_L},
+    {"cmd", XK_Super_L},
+    {"command", XK_Super_L},
+    {"win", XK_Super_L},
+    {"windows", XK_Super_L},
+    {"meta", XK_Super_L},
+    {"pageup", XK_Prior},
+    {"page_up", XK_Prior},
+    {"pgup", XK_Prior},
+    {"pagedown", XK_Next},
+    {"page_down", XK_Next},
+    {"pgdn", XK_Next},
+    {"del", XK_Delete},
+    {"delete", XK_Delete},
+    {"backspace", XK_BackSpace},
+    {"bs", XK_BackSpace},
+    {"tab", XK_Tab},
+    {"space", XK_space},
+    {"spacebar", XK_space},
+    {"up", XK_Up},
+    {"down", XK_Down},
+    {"left", XK_Left},
+    {"right", XK_Right},
+    {"arrowup", XK_Up},
+    {"arrowdown", XK_Down},
+    {"arrowleft", XK_Left},
+    {"arrowright", XK_Right},
+    {"home", XK_Home},
+    {"end", XK_End},
+    {"insert", XK_Insert},
+    {"ins", XK_Insert},
+    {"capslock", XK_Caps_Lock},
+    {"numlock", XK_Num_Lock},
+    {"scrolllock", XK_Scroll_Lock},
+    {"printscreen", XK_Print},
+    {"print", XK_Print},
+    {"prtsc", XK_Print},
+    {"menu", XK_Menu},
+    {"pause", XK_Pause},
+    {"plus", XK_plus},
+    {"minus", XK_minus},
 };
 
 KeySym keys_from_codepoint(unsigned long cp)
@@ -162,8 +162,7 @@ KeySym keys_lookup(const char *name)
 	return NoSymbol;
 }
 
-int keys_parse_combo(const char *combo, KeySym *out, size_t max, const char *param,
-		     struct err *e)
+int keys_parse_combo(const char *combo, KeySym *out, size_t max, const char *param, struct err *e)
 {
 	if (!combo || !*combo)
 		return err_param(e, param, "%s: empty key name", param);
@@ -190,18 +189,20 @@ int keys_parse_combo(const char *combo, KeySym *out, size_t max, const char *par
 			while (b > a && combo[b - 1] == ' ')
 				b--;
 			if (b == a)
-				return err_param(e, param, "%s: empty key name in '%s'", param, combo);
+				return err_param(e, param, "%s: empty key name in '%s'", param,
+						 combo);
 			if (b - a >= sizeof tok)
 				return err_param(e, param, "%s: key name too long", param);
 			memcpy(tok, combo + a, b - a);
 			tok[b - a] = 0;
 			sym = keys_lookup(tok);
 			if (sym == NoSymbol)
-				return err_param(e, param,
-						 "%s: unknown key '%s' (use X keysym names such as "
-						 "Return, Page_Up, F5, or aliases like enter, esc, ctrl, "
-						 "cmd, pagedown)",
-						 param, tok);
+				return err_param(
+				    e, param,
+				    "%s: unknown key '%s' (use X keysym names such as "
+				    "Return, Page_Up, F5, or aliases like enter, esc, ctrl, "
+				    "cmd, pagedown)",
+				    param, tok);
 			i = j;
 		}
 		if (count == max)
@@ -213,8 +214,9 @@ int keys_parse_combo(const char *combo, KeySym *out, size_t max, const char *par
 						 param, combo);
 			i++;
 			if (i == len)
-				return err_param(e, param, "%s: '%s' ends with '+': name the last key",
-						 param, combo);
+				return err_param(e, param,
+						 "%s: '%s' ends with '+': name the last key", param,
+						 combo);
 		}
 	}
 	return (int)count;

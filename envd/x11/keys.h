@@ -22,7 +22,6 @@ KeySym keys_from_codepoint(unsigned long cp);
  * Splits "ctrl+shift+t" (or a lone "+") into keysyms. Returns the number of
  * keys, or -1 with ERR_INVALID naming `param` and the unknown key.
  */
-int keys_parse_combo(const char *combo, KeySym *out, size_t max, const char *param,
-		     struct err *e);
+int keys_parse_combo(const char *combo, KeySym *out, size_t max, const char *param, struct err *e);
 
 #endif

@@ -25,7 +25,7 @@ struct screen_image {
 	unsigned char *data; /* encoded bytes, malloc'd: the caller frees */
 	size_t len;
 	int width, height; /* of the encoded image */
-	double scale;      /* encoded / captured size, 1.0 when not downscaled */
+	double scale;	   /* encoded / captured size, 1.0 when not downscaled */
 	const char *mime;  /* "image/png" or "image/jpeg" */
 };
 

@@ -13,17 +13,21 @@
 
 struct desk_window {
 	unsigned long id;
-	char *title;     /* _NET_WM_NAME or WM_NAME, UTF-8, malloc'd ("" if none) */
+	char *title;	 /* _NET_WM_NAME or WM_NAME, UTF-8, malloc'd ("" if none) */
 	char *app_class; /* WM_CLASS class part, malloc'd ("" if none) */
-	int pid;         /* _NET_WM_PID, 0 if unknown */
-	int x, y;        /* outer top-left corner of the client area, root coordinates */
+	int pid;	 /* _NET_WM_PID, 0 if unknown */
+	int x, y;	 /* outer top-left corner of the client area, root coordinates */
 	int width, height;
-	bool focused;   /* it is _NET_ACTIVE_WINDOW */
+	bool focused;	/* it is _NET_ACTIVE_WINDOW */
 	bool minimized; /* _NET_WM_STATE_HIDDEN */
 	bool maximized; /* _NET_WM_STATE_MAXIMIZED_VERT and _HORZ */
 };
 
-/* The window manager's client list, in stacking order if it offers one. */
+/*
+ * The window manager's client list, in stacking order (bottom first) if it
+ * offers one, without desktop and dock windows (xfdesktop, panels): the
+ * application windows. The other calls accept exactly these ids.
+ */
 int desk_windows(struct desk *d, struct desk_window **out, size_t *n, struct err *e);
 void desk_windows_free(struct desk_window *w, size_t n);
 

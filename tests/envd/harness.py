@@ -51,11 +51,14 @@ class Desktop:
         self.tmp = tempfile.mkdtemp(prefix="cubicle-desk-")
         self.env = None
         self.display = None
+        # Every process of this desktop, however it was started (D-Bus
+        # activation, double forks), inherits this marker; stop() kills by it.
+        self.marker = "cubicle-test-" + secrets.token_hex(8)
 
     def start(self):
         r, w = os.pipe()
         xvfb = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(w), "-screen", "0",
+            ["env", "CUBICLE_TEST_DESKTOP=" + self.marker, "Xvfb", "-displayfd", str(w), "-screen", "0",
              "%dx%dx24" % (self.width, self.height), "-nolisten", "tcp",
              "-noreset", "+extension", "RANDR"],
             pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -74,6 +77,7 @@ class Desktop:
         env["XDG_CONFIG_HOME"] = os.path.join(self.tmp, "config")
         env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache")
         env["LANG"] = "C.UTF-8"
+        env["CUBICLE_TEST_DESKTOP"] = self.marker
         env["GNOME_ACCESSIBILITY"] = "1"
         env["NO_AT_BRIDGE"] = "0"
         env.pop("DBUS_SESSION_BUS_ADDRESS", None)
@@ -89,13 +93,9 @@ class Desktop:
         self.dbus_pid = int(out[1])
         self.env = env
         if self.a11y:
-            self.procs.append(subprocess.Popen(
-                ["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self.spawn(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"])
         if self.wm:
-            self.procs.append(subprocess.Popen(
-                ["xfwm4", "--compositor=off"], env=env,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self.spawn(["xfwm4", "--compositor=off"])
             wait_until(self._wm_ready, 15, "xfwm4 to manage the screen")
         return self
 
@@ -134,7 +134,29 @@ class Desktop:
                 os.kill(self.dbus_pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        kill_marked(self.marker)
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def kill_marked(marker):
+    """SIGKILLs every process whose environment holds CUBICLE_TEST_DESKTOP=marker."""
+    needle = ("CUBICLE_TEST_DESKTOP=" + marker).encode()
+    for _ in range(3):
+        found = False
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    if needle not in f.read().split(b"\0"):
+                        continue
+                os.kill(int(pid), signal.SIGKILL)
+                found = True
+            except (OSError, ProcessLookupError):
+                continue
+        if not found:
+            return
+        time.sleep(0.05)
 
 
 class Response:

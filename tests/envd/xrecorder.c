@@ -77,8 +77,8 @@ int main(int argc, char **argv)
 	XSetWMHints(dpy, win, &wmh);
 	Atom pid_atom = XInternAtom(dpy, "_NET_WM_PID", False);
 	long pid = (long)getpid();
-	XChangeProperty(dpy, win, pid_atom, XA_CARDINAL, 32, PropModeReplace,
-			(unsigned char *)&pid, 1);
+	XChangeProperty(dpy, win, pid_atom, XA_CARDINAL, 32, PropModeReplace, (unsigned char *)&pid,
+			1);
 	Atom wm_delete = XInternAtom(dpy, "WM_DELETE_WINDOW", False);
 	XSetWMProtocols(dpy, win, &wm_delete, 1);
 	XMapWindow(dpy, win);
@@ -99,8 +99,8 @@ int main(int argc, char **argv)
 			printf("{\"type\":\"%s\",\"x\":%d,\"y\":%d,\"x_root\":%d,\"y_root\":%d,"
 			       "\"button\":%u,\"state\":%u,\"time\":%lu}\n",
 			       ev.type == ButtonPress ? "press" : "release", ev.xbutton.x,
-			       ev.xbutton.y, ev.xbutton.x_root, ev.xbutton.y_root, ev.xbutton.button,
-			       ev.xbutton.state, ev.xbutton.time);
+			       ev.xbutton.y, ev.xbutton.x_root, ev.xbutton.y_root,
+			       ev.xbutton.button, ev.xbutton.state, ev.xbutton.time);
 			break;
 		case MotionNotify:
 			printf("{\"type\":\"motion\",\"x_root\":%d,\"y_root\":%d,\"state\":%u}\n",
@@ -114,7 +114,8 @@ int main(int argc, char **argv)
 			break;
 		case FocusIn:
 		case FocusOut:
-			printf("{\"type\":\"%s\"}\n", ev.type == FocusIn ? "focus_in" : "focus_out");
+			printf("{\"type\":\"%s\"}\n",
+			       ev.type == FocusIn ? "focus_in" : "focus_out");
 			break;
 		case ConfigureNotify:
 			printf("{\"type\":\"configure\",\"x\":%d,\"y\":%d,\"width\":%d,"

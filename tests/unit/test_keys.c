@@ -80,10 +80,10 @@ static void test_bad_combinations_name_the_parameter(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_aliases_and_case),
-		cmocka_unit_test(test_single_characters),
-		cmocka_unit_test(test_combinations),
-		cmocka_unit_test(test_bad_combinations_name_the_parameter),
+	    cmocka_unit_test(test_aliases_and_case),
+	    cmocka_unit_test(test_single_characters),
+	    cmocka_unit_test(test_combinations),
+	    cmocka_unit_test(test_bad_combinations_name_the_parameter),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -130,10 +130,10 @@ static void test_base64_rejects_garbage(void **state)
 {
 	(void)state;
 	size_t n;
-	assert_null(base64_decode("abc", 3, &n));      /* not a multiple of 4 */
-	assert_null(base64_decode("ab!d", 4, &n));     /* bad character */
-	assert_null(base64_decode("a=bc", 4, &n));     /* padding in the middle */
-	assert_null(base64_decode("ab c", 4, &n));     /* whitespace */
+	assert_null(base64_decode("abc", 3, &n));  /* not a multiple of 4 */
+	assert_null(base64_decode("ab!d", 4, &n)); /* bad character */
+	assert_null(base64_decode("a=bc", 4, &n)); /* padding in the middle */
+	assert_null(base64_decode("ab c", 4, &n)); /* whitespace */
 	unsigned char *ok = base64_decode("aGk=", 4, &n);
 	assert_non_null(ok);
 	assert_int_equal(n, 2);
@@ -144,12 +144,12 @@ static void test_base64_rejects_garbage(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_err_json_shape),
-		cmocka_unit_test(test_err_message_with_broken_utf8_still_encodes),
-		cmocka_unit_test(test_params_types_and_ranges),
-		cmocka_unit_test(test_params_unknown_names),
-		cmocka_unit_test(test_base64_round_trip_all_bytes),
-		cmocka_unit_test(test_base64_rejects_garbage),
+	    cmocka_unit_test(test_err_json_shape),
+	    cmocka_unit_test(test_err_message_with_broken_utf8_still_encodes),
+	    cmocka_unit_test(test_params_types_and_ranges),
+	    cmocka_unit_test(test_params_unknown_names),
+	    cmocka_unit_test(test_base64_round_trip_all_bytes),
+	    cmocka_unit_test(test_base64_rejects_garbage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
