@@ -514,8 +514,22 @@ static int windows_wait(struct desk *d, unsigned long id, const struct windows_g
 		struct desk_window w;
 		struct err ge;
 		if (desk_window_get(d, id, &w, &ge) < 0) {
-			if (g->kind == GOAL_GONE && ge.code == ERR_NOT_FOUND)
-				return 0;
+			if (g->kind == GOAL_GONE && ge.code == ERR_NOT_FOUND) {
+				/* The X window can die before the window manager drops
+				 * it from _NET_CLIENT_LIST: gone means gone from both,
+				 * so a `windows` call right after no longer lists it. */
+				bool listed = false;
+				if (desk_lock(d, e) < 0)
+					return -1;
+				int rc = windows_is_managed(d, id, &listed, e);
+				desk_unlock(d);
+				if (rc < 0)
+					return -1;
+				if (!listed || windows_now_ms() - start >= WINDOWS_WAIT_MS)
+					return 0;
+				windows_sleep_ms(WINDOWS_POLL_MS);
+				continue;
+			}
 			if (e)
 				*e = ge;
 			return -1;
