@@ -22,8 +22,9 @@ $(ASAN_BUILD)/CMakeCache.txt:
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# Every test, twice: a normal build and an ASan+UBSan build.
-test: build build-asan
+# Every test, twice: a normal build and an ASan+UBSan build (the guest
+# image tests run once, against the normal build's images).
+test: build build-asan images
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2
 

@@ -199,6 +199,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "envd: no display actions: %s\n", e.message);
 		else if (!(env.clipboard = clipboard_open(env.display, &e)))
 			fprintf(stderr, "envd: no clipboard: %s\n", e.message);
+		if (env.desk)
+			desk_set_client(env.desk, env.run_as_uid, env.run_as_gid);
 	} else {
 		env.display = NULL;
 	}

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <X11/Xlib.h>
+#include <X11/Xatom.h>
 #include <X11/Xutil.h>
 
 enum { CHILD_XVFB, CHILD_DBUS, CHILD_A11Y, CHILD_DESKTOP, CHILD_COUNT };
@@ -351,36 +352,33 @@ static void session_on_io_exit(Display *dpy, void *user)
 	*(bool *)user = true;
 }
 
-/* The panel and the desktop window are mapped (top level or one frame down). */
+/*
+ * The panel and the desktop window are mapped: both are in the window
+ * manager's _NET_CLIENT_LIST (so xfwm4 is up and manages them) and viewable.
+ */
 static bool session_desktop_mapped(Display *dpy)
 {
 	bool panel = false, desktop = false;
-	Window root = DefaultRootWindow(dpy), r, p, *kids = NULL;
-	unsigned n = 0;
-	if (!XQueryTree(dpy, root, &r, &p, &kids, &n))
+	Atom list = XInternAtom(dpy, "_NET_CLIENT_LIST", False), type;
+	int format;
+	unsigned long n = 0, after;
+	unsigned char *data = NULL;
+	if (XGetWindowProperty(dpy, DefaultRootWindow(dpy), list, 0, 4096, False, XA_WINDOW, &type,
+			       &format, &n, &after, &data) != Success ||
+	    !data || format != 32) {
+		if (data)
+			XFree(data);
 		return false;
-	for (unsigned i = 0; i < n && !(panel && desktop); i++) {
-		XWindowAttributes wa;
-		if (!XGetWindowAttributes(dpy, kids[i], &wa) || wa.map_state != IsViewable)
-			continue;
-		Window cand[16];
-		unsigned nc = 0;
-		cand[nc++] = kids[i];
-		Window r2, p2, *sub = NULL;
-		unsigned ns = 0;
-		if (XQueryTree(dpy, kids[i], &r2, &p2, &sub, &ns)) {
-			for (unsigned j = 0; j < ns && nc < 16; j++)
-				cand[nc++] = sub[j];
-			XFree(sub);
-		}
-		for (unsigned j = 0; j < nc; j++) {
-			panel =
-			    panel || session_class_is(dpy, cand[j], "Xfce4-panel", "xfce4-panel");
-			desktop =
-			    desktop || session_class_is(dpy, cand[j], "Xfdesktop", "xfdesktop");
-		}
 	}
-	XFree(kids);
+	const Window *ids = (const Window *)data;
+	for (unsigned long i = 0; i < n && !(panel && desktop); i++) {
+		XWindowAttributes wa;
+		if (!XGetWindowAttributes(dpy, ids[i], &wa) || wa.map_state != IsViewable)
+			continue;
+		panel = panel || session_class_is(dpy, ids[i], "Xfce4-panel", "xfce4-panel");
+		desktop = desktop || session_class_is(dpy, ids[i], "Xfdesktop", "xfdesktop");
+	}
+	XFree(data);
 	return panel && desktop;
 }
 

@@ -24,6 +24,7 @@
  * per node.
  */
 #include "a11y.h"
+#include "identity.h"
 
 #include <atspi/atspi.h>
 #include <dbus/dbus.h>
@@ -414,7 +415,12 @@ int a11y_tree(const struct a11y_opts *opts, json_t **out, struct err *e)
 	if (o.max_nodes <= 0)
 		o.max_nodes = 5000;
 	pthread_mutex_lock(&a11y_lock);
-	int rc = a11y_tree_locked(&o, out, e);
+	struct identity_saved as;
+	int rc = identity_enter(o.uid, o.gid, &as, e);
+	if (rc == 0) {
+		rc = a11y_tree_locked(&o, out, e);
+		identity_leave(&as);
+	}
 	pthread_mutex_unlock(&a11y_lock);
 	return rc;
 }

@@ -6,6 +6,7 @@
 #define CUBICLE_DESK_A11Y_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <jansson.h>
 
 #include "err.h"
@@ -14,6 +15,10 @@ struct a11y_opts {
 	int max_depth;	 /* levels below each application (default 10) */
 	const char *app; /* only applications whose name contains this, NULL = all */
 	int max_nodes;	 /* stop after this many nodes, flagging truncation */
+	/* Talk to the bus as this user ((uid_t)-1 = as envd): AT-SPI's
+	 * per-application sockets accept only the application's own user. */
+	uid_t uid;
+	gid_t gid;
 };
 
 /*

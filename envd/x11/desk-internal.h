@@ -28,6 +28,10 @@ struct desk {
 	pthread_mutex_t lock; /* held around every X call on dpy */
 	bool dead;	      /* the X connection broke; desk_lock() reconnects */
 
+	/* The session user helpers run as (desk_set_client); -1 = as envd. */
+	uid_t client_uid;
+	gid_t client_gid;
+
 	/* keyboard (input.c) */
 	int min_keycode, max_keycode;
 	int syms_per_code;

@@ -1,6 +1,8 @@
 #include "desk-internal.h"
 
+#include <poll.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <X11/extensions/XTest.h>
 
@@ -90,6 +92,8 @@ struct desk *desk_open(const char *display, struct err *e)
 		return NULL;
 	}
 	pthread_mutex_init(&d->lock, NULL);
+	d->client_uid = (uid_t)-1;
+	d->client_gid = (gid_t)-1;
 	if (desk_connect(d, e) < 0) {
 		free(d->name);
 		free(d);
@@ -113,14 +117,39 @@ void desk_close(struct desk *d)
 	free(d);
 }
 
+void desk_set_client(struct desk *d, uid_t uid, gid_t gid)
+{
+	d->client_uid = uid;
+	d->client_gid = gid;
+}
+
 const char *desk_display_name(const struct desk *d)
 {
 	return d->name;
 }
 
+/*
+ * Whether the X server closed our connection. Xlib only notices when a
+ * request fails, so the first action after a server restart would fail;
+ * peeking at the socket notices it up front (EOF reads as 0 bytes, whereas
+ * pending events read as data). Lock held.
+ */
+static bool desk_connection_closed(struct desk *d)
+{
+	struct pollfd p = {ConnectionNumber(d->dpy), POLLIN, 0};
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+		return true;
+	char c;
+	return recv(p.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 int desk_lock(struct desk *d, struct err *e)
 {
 	pthread_mutex_lock(&d->lock);
+	if (!d->dead && desk_connection_closed(d))
+		d->dead = true;
 	if (d->dead) {
 		/* The old Display is inert after an IO error; free it and try again. */
 		desk_screen_release(d);

@@ -14,6 +14,7 @@
 #define CUBICLE_DESK_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "err.h"
 
@@ -22,6 +23,12 @@ struct desk;
 /* Connects to `display` (NULL = $DISPLAY). Needs the XTEST extension. */
 struct desk *desk_open(const char *display, struct err *e);
 void desk_close(struct desk *d);
+
+/*
+ * The user whose desktop this is, when envd runs as root: helpers that talk
+ * to the session's D-Bus (xfconf-query) run as this user. Default: as envd.
+ */
+void desk_set_client(struct desk *d, uid_t uid, gid_t gid);
 
 /* The display name this desk was opened on (e.g. ":1"). */
 const char *desk_display_name(const struct desk *d);

@@ -18,6 +18,7 @@
  */
 #include "desktop.h"
 #include "desk-internal.h"
+#include "identity.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -121,7 +122,15 @@ static int desktop_run(struct desk *d, const char *const *argv, char *out, size_
 					    POSIX_SPAWN_SETPGROUP);
 	posix_spawnattr_setpgroup(&attr, 0);
 	pid_t pid;
-	int rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, envp);
+	/* As the session user: its D-Bus session bus (xfconf) refuses root. */
+	struct identity_saved as;
+	int rc;
+	if (identity_enter(d->client_uid, d->client_gid, &as, e) < 0) {
+		rc = errno ? errno : EPERM;
+	} else {
+		rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, envp);
+		identity_leave(&as);
+	}
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	free(envp);

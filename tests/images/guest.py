@@ -1,0 +1,124 @@
+"""Boots a built guest image (build/images/<name>/rootfs) with run-guest and
+talks to its envd over the unix socket, like the host will.
+
+Only the Python standard library is used.
+"""
+
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "envd"))
+import harness  # noqa: E402
+from harness import Response, wait_until  # noqa: E402,F401
+
+IMAGES = os.environ.get("CUBICLE_IMAGES") or os.path.join(harness.BUILD, "images")
+RUN_GUEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run-guest")
+
+
+def image_rootfs(name):
+    return os.path.join(IMAGES, name, "rootfs")
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=120):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.path)
+        self.sock = s
+
+
+class Guest:
+    """One image booted in namespaces, with envd as its agent."""
+
+    def __init__(self, image, args=()):
+        self.image = image
+        self.args = list(args)
+        self.token = secrets.token_hex(16)
+        self.state = tempfile.mkdtemp(prefix="cubicle-guest-")
+        self.sock = os.path.join(self.state, "io", "envd.sock")
+        self.proc = None
+        self.started_at = None
+
+    def start(self):
+        os.makedirs(os.path.join(self.state, "io"))
+        with open(os.path.join(self.state, "io", "token"), "w") as f:
+            f.write(self.token + "\n")
+        self.log_path = os.path.join(self.state, "guest.log")
+        self.log = open(self.log_path, "wb")
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            [RUN_GUEST, image_rootfs(self.image), self.state] + self.args,
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_until(lambda: self._alive() and os.path.exists(self.sock), 30,
+                   "envd's socket in the guest")
+        return self
+
+    def _alive(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("the guest exited (%s):\n%s" % (
+                self.proc.returncode, self.read_log()))
+        return True
+
+    def read_log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-6000:]
+        except OSError:
+            return ""
+
+    def request(self, method, path, body=None, token=True, timeout=120):
+        conn = UnixConnection(self.sock, timeout=timeout)
+        h = {}
+        if token:
+            h["Authorization"] = "Bearer " + (self.token if token is True else token)
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        resp = Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+        conn.close()
+        return resp
+
+    def action(self, name, params=None, **kw):
+        return self.request("POST", "/v1/actions/" + name,
+                            body=params if params is not None else {}, **kw)
+
+    def ok(self, name, params=None, **kw):
+        r = self.action(name, params, **kw)
+        if r.status != 200:
+            raise AssertionError("%s(%r) -> %d %s" % (name, params, r.status, r.body[:500]))
+        if r.headers.get("content-type", "").startswith("application/json"):
+            return r.json
+        return r
+
+    def health(self):
+        return self.request("GET", "/health").json
+
+    def wait_ready(self, timeout=60):
+        """Waits until /health says ready; returns seconds since start()."""
+        wait_until(lambda: self._alive() and self.health().get("ready"), timeout,
+                   "the guest desktop to be ready")
+        return time.monotonic() - self.started_at
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        if getattr(self, "log", None):
+            self.log.close()
+        # The upper dir holds files owned by the guest's users: remove as root.
+        shutil.rmtree(self.state, ignore_errors=True)
