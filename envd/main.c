@@ -220,7 +220,11 @@ int main(int argc, char **argv)
 	printf("envd: listening on %s\n", server_address(main_server));
 	fflush(stdout);
 	server_run(main_server);
-	server_destroy(main_server);
+	if (server_destroy(main_server) < 0) {
+		/* Actions still run on the desk and the session: exit around them. */
+		session_stop(env.session);
+		_exit(0);
+	}
 	main_server = NULL;
 
 	if (env.clipboard)

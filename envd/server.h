@@ -9,9 +9,8 @@
  *
  * Every request needs `Authorization: Bearer <token>`, compared in constant
  * time. One lws event loop serves all connections; actions run on worker
- * threads and hand their answers back through lws_cancel_service(), so a slow
- * action never stalls the loop. File streaming stays on the loop: it is
- * non-blocking by construction (one chunk per writable callback).
+ * threads (wire/httpd.h), so a slow action never stalls the loop; files
+ * stream a chunk per writable callback.
  */
 #ifndef CUBICLE_ENVD_SERVER_H
 #define CUBICLE_ENVD_SERVER_H
@@ -38,7 +37,8 @@ int server_run(struct server *s);
 /* Makes server_run() return soon. Async-signal-safe. */
 void server_stop(struct server *s);
 
-/* Waits (bounded) for running actions, then frees everything. */
-void server_destroy(struct server *s);
+/* Waits (bounded) for running actions, then frees everything and returns 0;
+ * -1 when actions still run (they use the envd context: do not free it). */
+int server_destroy(struct server *s);
 
 #endif

@@ -1,0 +1,665 @@
+/*
+ * httpd: see httpd.h for the model.
+ *
+ * Each request lives in a heap `struct exchange`, not in lws's per-session
+ * memory, so a worker thread can keep using it after the client went away.
+ * The connection's session data only points at the current exchange.
+ * Ownership: the loop owns an exchange until its handler starts; then the
+ * worker owns the request and response until it marks the job done; if the
+ * connection closed meanwhile (`orphaned`), the worker frees it, otherwise
+ * the loop collects it, sends the response and frees it. `lock` guards only
+ * the job list and those two flags.
+ */
+#include "httpd.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libwebsockets.h>
+
+#define HTTPD_CHUNK (64 * 1024)
+
+enum exchange_state {
+	X_ROUTED,  /* waiting for the body */
+	X_RUNNING, /* the handler runs on a worker */
+	X_RESPOND, /* the response is ready or being sent */
+	X_DISCARD, /* answered early: drop any further body */
+};
+
+struct exchange {
+	struct exchange *next; /* in httpd.jobs while running or done-uncollected */
+	struct httpd *h;
+	struct lws *wsi; /* loop thread only */
+	enum exchange_state state;
+	struct httpd_request req;
+	struct httpd_route route;
+	struct httpd_response resp;
+	size_t body_cap;
+	bool handler_ran;
+	bool done;     /* under h->lock */
+	bool orphaned; /* under h->lock */
+	bool headers_sent, close_after;
+	size_t resp_sent;
+	char target[160];
+	struct timespec t0;
+};
+
+struct conn {
+	struct exchange *x;
+};
+
+struct httpd {
+	struct httpd_opts o;
+	struct lws_context *ctx;
+	char address[300];
+	char *unix_path;
+	volatile sig_atomic_t stopping;
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	struct exchange *jobs;
+	int running;
+};
+
+/* ---- responses -------------------------------------------------------------- */
+
+const char *httpd_query(const struct httpd_request *req, const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; i < req->nquery; i++)
+		if (strncmp(req->query[i], name, n) == 0 && req->query[i][n] == '=')
+			return req->query[i] + n + 1;
+	return NULL;
+}
+
+void httpd_add_header(struct httpd_response *resp, const char *name, const char *value)
+{
+	if (resp->nheaders == HTTPD_MAX_HEADERS)
+		return;
+	snprintf(resp->headers[resp->nheaders].name, sizeof resp->headers[0].name, "%s", name);
+	snprintf(resp->headers[resp->nheaders].value, sizeof resp->headers[0].value, "%s", value);
+	resp->nheaders++;
+}
+
+void httpd_respond_json(struct httpd_response *resp, int status, json_t *j)
+{
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	if (!s) {
+		s = strdup(
+		    "{\"error\":{\"code\":\"internal\",\"message\":\"cannot encode the answer\"}}");
+		status = 500;
+	}
+	free(resp->body);
+	resp->status = status;
+	resp->content_type = "application/json";
+	resp->body = (unsigned char *)s;
+	resp->body_len = s ? strlen(s) : 0;
+}
+
+void httpd_respond_err(struct httpd_response *resp, const struct err *e)
+{
+	httpd_respond_json(resp, err_http_status(e->code), err_to_json(e));
+}
+
+void httpd_respond_err_detail(struct httpd_response *resp, const struct err *e, json_t *detail)
+{
+	json_t *ej = err_to_json(e);
+	if (json_is_object(detail)) {
+		json_object_update(detail, ej);
+		json_decref(ej);
+		ej = detail;
+	} else {
+		json_decref(detail);
+	}
+	httpd_respond_json(resp, err_http_status(e->code), ej);
+}
+
+/* ---- exchanges ---------------------------------------------------------------- */
+
+static void exchange_free(struct exchange *x)
+{
+	free(x->req.body);
+	for (size_t i = 0; i < x->req.nquery; i++)
+		free(x->req.query[i]);
+	if (x->route.body_fd >= 0)
+		close(x->route.body_fd);
+	if (!x->handler_ran && x->route.abandon_unlink)
+		unlink(x->route.abandon_unlink);
+	free(x->route.abandon_unlink);
+	if (x->route.user_free)
+		x->route.user_free(x->route.user);
+	free(x->resp.body);
+	if (x->resp.file_fd >= 0)
+		close(x->resp.file_fd);
+	free(x);
+}
+
+static double exchange_ms(const struct exchange *x)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - x->t0.tv_sec) * 1e3 + (double)(t.tv_nsec - x->t0.tv_nsec) / 1e6;
+}
+
+/* Answers now, before the body was read: the connection closes afterwards. */
+static void exchange_answer_early(struct exchange *x, const struct err *e)
+{
+	httpd_respond_err(&x->resp, e);
+	x->state = X_RESPOND;
+	x->close_after = true;
+	lws_callback_on_writable(x->wsi);
+}
+
+static int httpd_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
+			unsigned char *end)
+{
+	return lws_add_http_header_by_name(wsi, (const unsigned char *)name,
+					   (const unsigned char *)value, (int)strlen(value), p,
+					   end);
+}
+
+/* Sends headers, then one chunk per writable callback. 0 = keep going. */
+static int exchange_write(struct httpd *h, struct lws *wsi, struct conn *c)
+{
+	static unsigned char buf[LWS_PRE + HTTPD_CHUNK];
+	struct exchange *x = c->x;
+	if (!x || x->state != X_RESPOND)
+		return 0;
+	struct httpd_response *r = &x->resp;
+	bool is_file = r->file_fd >= 0;
+	uint64_t total = is_file ? r->file_len : r->body_len;
+	if (!x->headers_sent) {
+		unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+		if (lws_add_http_common_headers(wsi, (unsigned)(r->status ? r->status : 200),
+						r->content_type ? r->content_type
+								: "application/octet-stream",
+						total, &p, end))
+			return -1;
+		for (size_t i = 0; i < r->nheaders; i++)
+			if (httpd_header(wsi, r->headers[i].name, r->headers[i].value, &p, end))
+				return -1;
+		if (x->close_after && httpd_header(wsi, "connection:", "close", &p, end))
+			return -1;
+		if (lws_finalize_write_http_header(wsi, start, &p, end))
+			return -1;
+		x->headers_sent = true;
+		if (total > 0) {
+			lws_callback_on_writable(wsi);
+			return 0;
+		}
+	} else {
+		size_t n;
+		bool final;
+		if (is_file) {
+			uint64_t left = r->file_len - x->resp_sent;
+			size_t want = left < HTTPD_CHUNK ? (size_t)left : HTTPD_CHUNK;
+			ssize_t got = read(r->file_fd, buf + LWS_PRE, want);
+			if (got <= 0) {
+				/* The status is out already: a short body is the only signal. */
+				lwsl_warn("%s: %s: read failed mid-stream\n", h->o.log_prefix,
+					  x->target);
+				return -1;
+			}
+			n = (size_t)got;
+		} else {
+			n = r->body_len - x->resp_sent;
+			if (n > HTTPD_CHUNK)
+				n = HTTPD_CHUNK;
+			memcpy(buf + LWS_PRE, r->body + x->resp_sent, n);
+		}
+		x->resp_sent += n;
+		final = x->resp_sent == total;
+		if (lws_write(wsi, buf + LWS_PRE, n,
+			      final ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n)
+			return -1;
+		if (!final) {
+			lws_callback_on_writable(wsi);
+			return 0;
+		}
+	}
+	fprintf(stderr, "%s: %s %d %.2fms\n", h->o.log_prefix, x->target,
+		r->status ? r->status : 200, exchange_ms(x));
+	bool close_after = x->close_after;
+	exchange_free(x);
+	c->x = NULL;
+	if (close_after || lws_http_transaction_completed(wsi))
+		return -1;
+	return 0;
+}
+
+/* ---- jobs --------------------------------------------------------------------- */
+
+static void *httpd_job(void *arg)
+{
+	struct exchange *x = arg;
+	struct httpd *h = x->h;
+	x->route.handler(h->o.ctx, &x->req, &x->resp);
+	if (x->route.body_fd >= 0) {
+		close(x->route.body_fd);
+		x->route.body_fd = -1;
+	}
+	pthread_mutex_lock(&h->lock);
+	x->done = true;
+	if (x->orphaned) {
+		struct exchange **pp = &h->jobs;
+		while (*pp && *pp != x)
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = x->next;
+		exchange_free(x);
+	}
+	lws_cancel_service(h->ctx);
+	h->running--;
+	pthread_cond_broadcast(&h->idle);
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+static void exchange_start(struct httpd *h, struct exchange *x)
+{
+	struct err e = {0};
+	x->handler_ran = true; /* from here on the handler owns spool files */
+	pthread_mutex_lock(&h->lock);
+	if (h->running >= h->o.max_jobs || h->stopping) {
+		pthread_mutex_unlock(&h->lock);
+		x->handler_ran = false;
+		err_set(&e, ERR_UNAVAILABLE,
+			"the server is busy (%d requests running); retry shortly", h->o.max_jobs);
+		exchange_answer_early(x, &e);
+		return;
+	}
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t t;
+	x->state = X_RUNNING;
+	int rc = pthread_create(&t, &attr, httpd_job, x);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		pthread_mutex_unlock(&h->lock);
+		x->handler_ran = false;
+		err_set(&e, ERR_UNAVAILABLE, "cannot start a worker thread: %s", strerror(rc));
+		exchange_answer_early(x, &e);
+		return;
+	}
+	h->running++;
+	x->next = h->jobs;
+	h->jobs = x;
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* Finished jobs whose clients are still there get their response sent. */
+static void httpd_collect(struct httpd *h)
+{
+	struct exchange *done = NULL;
+	pthread_mutex_lock(&h->lock);
+	struct exchange **pp = &h->jobs;
+	while (*pp) {
+		struct exchange *x = *pp;
+		if (x->done && !x->orphaned) {
+			*pp = x->next;
+			x->next = done;
+			done = x;
+		} else {
+			pp = &x->next;
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	while (done) {
+		struct exchange *next = done->next;
+		done->state = X_RESPOND;
+		lws_callback_on_writable(done->wsi);
+		done = next;
+	}
+}
+
+/* The connection is going away, with or without a request in flight. */
+static void conn_abandon(struct httpd *h, struct conn *c)
+{
+	struct exchange *x = c->x;
+	if (!x)
+		return;
+	c->x = NULL;
+	pthread_mutex_lock(&h->lock);
+	if (x->state == X_RUNNING && !x->done) {
+		x->orphaned = true; /* the worker frees it */
+		pthread_mutex_unlock(&h->lock);
+		return;
+	}
+	/* Done but maybe not yet collected: unlink it from the job list. */
+	struct exchange **pp = &h->jobs;
+	while (*pp && *pp != x)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = x->next;
+	pthread_mutex_unlock(&h->lock);
+	exchange_free(x);
+}
+
+/* ---- request intake ----------------------------------------------------------- */
+
+static void request_fill(struct lws *wsi, struct exchange *x)
+{
+	char *uri = NULL;
+	int ulen = 0;
+	int m = lws_http_get_uri_and_method(wsi, &uri, &ulen);
+	static const struct {
+		int lws;
+		enum httpd_method m;
+		const char *name;
+	} methods[] = {
+	    {LWSHUMETH_GET, HTTPD_GET, "GET"},	     {LWSHUMETH_POST, HTTPD_POST, "POST"},
+	    {LWSHUMETH_PUT, HTTPD_PUT, "PUT"},	     {LWSHUMETH_DELETE, HTTPD_DELETE, "DELETE"},
+	    {LWSHUMETH_PATCH, HTTPD_PATCH, "PATCH"},
+	};
+	x->req.method = HTTPD_OTHER;
+	x->req.method_name = "?";
+	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+		if (methods[i].lws == m) {
+			x->req.method = methods[i].m;
+			x->req.method_name = methods[i].name;
+		}
+	}
+	snprintf(x->req.path, sizeof x->req.path, "%.*s", uri ? ulen : 0, uri ? uri : "");
+	snprintf(x->target, sizeof x->target, "%s %.140s", x->req.method_name, x->req.path);
+	lws_hdr_copy(wsi, x->req.authorization, sizeof x->req.authorization,
+		     WSI_TOKEN_HTTP_AUTHORIZATION);
+	lws_hdr_copy(wsi, x->req.host, sizeof x->req.host, WSI_TOKEN_HOST);
+	char v[32];
+	x->req.content_length = -1;
+	if (lws_hdr_copy(wsi, v, sizeof v, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
+		char *end;
+		long long n = strtoll(v, &end, 10);
+		if (!*end && n >= 0)
+			x->req.content_length = n;
+	}
+	char frag[HTTPD_MAX_URL];
+	for (int i = 0; x->req.nquery < HTTPD_MAX_QUERY; i++) {
+		int n = lws_hdr_copy_fragment(wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, i);
+		if (n < 0)
+			break;
+		char *dup = strdup(frag);
+		if (dup)
+			x->req.query[x->req.nquery++] = dup;
+	}
+}
+
+static void exchange_body_done(struct httpd *h, struct exchange *x)
+{
+	if (x->state == X_ROUTED)
+		exchange_start(h, x);
+}
+
+static int exchange_route(struct httpd *h, struct lws *wsi, struct conn *c)
+{
+	struct exchange *x = calloc(1, sizeof *x);
+	if (!x)
+		return -1;
+	x->h = h;
+	x->wsi = wsi;
+	x->route.body_fd = -1;
+	x->resp.file_fd = -1;
+	clock_gettime(CLOCK_MONOTONIC, &x->t0);
+	c->x = x;
+	request_fill(wsi, x);
+	struct err e = {0};
+	if (h->o.router(h->o.ctx, &x->req, &x->route, &e) < 0) {
+		exchange_answer_early(x, &e);
+		return 0;
+	}
+	x->req.user = x->route.user;
+	if (!x->route.max_body)
+		x->route.max_body = h->o.max_body;
+	if (x->route.body == HTTPD_BODY_MEMORY && x->req.content_length > 0 &&
+	    (size_t)x->req.content_length > x->route.max_body) {
+		err_set(&e, ERR_TOO_LARGE,
+			"the request body is %lld bytes, over the %zu-byte limit here; send large "
+			"files through the files endpoint",
+			x->req.content_length, x->route.max_body);
+		exchange_answer_early(x, &e);
+		return 0;
+	}
+	x->state = X_ROUTED;
+	bool has_body = x->req.content_length > 0 ||
+			lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0;
+	if (!has_body)
+		exchange_body_done(h, x);
+	return 0;
+}
+
+static int exchange_body(struct exchange *x, const void *in, size_t len)
+{
+	struct err e = {0};
+	if (x->state != X_ROUTED)
+		return 0; /* answered early: drop it */
+	if (x->route.body == HTTPD_BODY_FD) {
+		const char *p = in;
+		size_t left = len;
+		while (left) {
+			ssize_t n = write(x->route.body_fd, p, left);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				err_set(&e,
+					errno == ENOSPC || errno == EDQUOT ? ERR_TOO_LARGE
+									   : ERR_INTERNAL,
+					"cannot store the request body: %s", strerror(errno));
+				x->state = X_DISCARD;
+				exchange_answer_early(x, &e);
+				return 0;
+			}
+			p += n;
+			left -= (size_t)n;
+		}
+		x->req.body_written += len;
+		return 0;
+	}
+	if (x->req.body_len + len > x->route.max_body) {
+		err_set(&e, ERR_TOO_LARGE, "the request body is over the %zu-byte limit here",
+			x->route.max_body);
+		exchange_answer_early(x, &e);
+		return 0;
+	}
+	if (x->req.body_len + len + 1 > x->body_cap) {
+		size_t cap = x->body_cap ? x->body_cap : 4096;
+		while (cap < x->req.body_len + len + 1)
+			cap *= 2;
+		char *nb = realloc(x->req.body, cap);
+		if (!nb) {
+			err_set(&e, ERR_INTERNAL, "out of memory reading the body");
+			exchange_answer_early(x, &e);
+			return 0;
+		}
+		x->req.body = nb;
+		x->body_cap = cap;
+	}
+	memcpy(x->req.body + x->req.body_len, in, len);
+	x->req.body_len += len;
+	x->req.body[x->req.body_len] = 0;
+	return 0;
+}
+
+static int httpd_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+			  size_t len)
+{
+	struct conn *c = user;
+	struct lws_context *ctx = lws_get_context(wsi);
+	struct httpd *h = ctx ? lws_context_user(ctx) : NULL;
+
+	switch (reason) {
+	case LWS_CALLBACK_HTTP:
+		conn_abandon(h, c); /* a pipelined request replaces any leftover */
+		return exchange_route(h, wsi, c);
+	case LWS_CALLBACK_HTTP_BODY:
+		return c->x ? exchange_body(c->x, in, len) : 0;
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		if (c->x)
+			exchange_body_done(h, c->x);
+		return 0;
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		return exchange_write(h, wsi, c);
+	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+		if (h)
+			httpd_collect(h);
+		return 0;
+	case LWS_CALLBACK_CLOSED_HTTP:
+	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+		if (c && h)
+			conn_abandon(h, c);
+		return 0;
+	default:
+		break;
+	}
+	return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+static const struct lws_protocols httpd_protocols[] = {
+    {"http", httpd_callback, sizeof(struct conn), 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+static void httpd_log(int level, const char *line)
+{
+	(void)level;
+	fprintf(stderr, "lws: %s", line);
+}
+
+struct httpd *httpd_create(const struct httpd_opts *o, struct err *e)
+{
+	struct httpd *h = calloc(1, sizeof *h);
+	if (!h) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	h->o = *o;
+	if (h->o.max_jobs <= 0)
+		h->o.max_jobs = 64;
+	if (!h->o.max_body)
+		h->o.max_body = 64u << 20;
+	if (!h->o.log_prefix)
+		h->o.log_prefix = "httpd";
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_cond_init(&h->idle, NULL);
+	lws_set_log_level(LLL_ERR | LLL_WARN, httpd_log);
+
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof info);
+	info.protocols = httpd_protocols;
+	info.user = h;
+	info.max_http_header_data = HTTPD_MAX_URL + 1024;
+	info.timeout_secs = 30;
+	info.keepalive_timeout = 60;
+	info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
+	char host[256] = "";
+	if (strncmp(o->listen, "unix:", 5) == 0) {
+		const char *path = o->listen + 5;
+		if (!*path || strlen(path) >= 100) {
+			err_param(e, "listen",
+				  "listen: unix:PATH needs a path shorter than 100 bytes");
+			goto fail;
+		}
+		h->unix_path = strdup(path);
+		unlink(path);
+		info.options |= LWS_SERVER_OPTION_UNIX_SOCK;
+		info.iface = h->unix_path;
+		snprintf(h->address, sizeof h->address, "unix:%s", path);
+	} else {
+		const char *hp = strncmp(o->listen, "tcp:", 4) == 0 ? o->listen + 4 : o->listen;
+		const char *colon = strrchr(hp, ':');
+		char *end;
+		long port = colon ? strtol(colon + 1, &end, 10) : -1;
+		if (!colon || colon == hp || *end || port < 0 || port > 65535 ||
+		    (size_t)(colon - hp) >= sizeof host) {
+			err_param(e, "listen",
+				  "listen: expected unix:PATH or [tcp:]HOST:PORT, not '%s'",
+				  o->listen);
+			goto fail;
+		}
+		memcpy(host, hp, (size_t)(colon - hp));
+		info.iface = host;
+		info.port = (int)port;
+	}
+	h->ctx = lws_create_context(&info);
+	if (!h->ctx) {
+		err_set(e, ERR_UNAVAILABLE, "cannot listen on %s (in use, or no such address?)",
+			o->listen);
+		goto fail;
+	}
+	if (h->unix_path) {
+		chmod(h->unix_path, 0600);
+	} else {
+		struct lws_vhost *vh = lws_get_vhost_by_name(h->ctx, "default");
+		int port = vh ? lws_get_vhost_listen_port(vh) : info.port;
+		snprintf(h->address, sizeof h->address, "tcp:%s:%d", host, port);
+	}
+	return h;
+fail:
+	free(h->unix_path);
+	pthread_cond_destroy(&h->idle);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	return NULL;
+}
+
+const char *httpd_address(const struct httpd *h)
+{
+	return h->address;
+}
+
+int httpd_run(struct httpd *h)
+{
+	while (!h->stopping)
+		if (lws_service(h->ctx, 0) < 0)
+			break;
+	return 0;
+}
+
+void httpd_stop(struct httpd *h)
+{
+	h->stopping = 1;
+	if (h->ctx)
+		lws_cancel_service(h->ctx);
+}
+
+int httpd_destroy(struct httpd *h)
+{
+	if (!h)
+		return 0;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&h->lock);
+	h->stopping = 1;
+	while (h->running > 0)
+		if (pthread_cond_timedwait(&h->idle, &h->lock, &until) != 0)
+			break;
+	int still = h->running;
+	pthread_mutex_unlock(&h->lock);
+	if (still > 0) {
+		/* Workers still use the context: leave it, the process is exiting. */
+		fprintf(stderr, "%s: %d requests still running at exit\n", h->o.log_prefix, still);
+		return -1;
+	}
+	lws_context_destroy(h->ctx); /* closes connections: abandons their exchanges */
+	while (h->jobs) {
+		struct exchange *x = h->jobs;
+		h->jobs = x->next;
+		exchange_free(x);
+	}
+	if (h->unix_path)
+		unlink(h->unix_path);
+	free(h->unix_path);
+	pthread_cond_destroy(&h->idle);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	return 0;
+}

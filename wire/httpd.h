@@ -1,0 +1,122 @@
+/*
+ * httpd: the HTTP/1.1 server envd and cubicled share, on libwebsockets.
+ *
+ * One lws event loop accepts connections and moves bytes; it never blocks.
+ * For each request it calls the router (on the loop, so it must be quick:
+ * look at method and path, check credentials, open a spool file) which
+ * picks a handler and how the body is kept: in memory up to a limit, or
+ * written as it arrives to a file descriptor the router opened (any size).
+ * Once the body is complete the handler runs on a worker thread, fills a
+ * response (bytes in memory, or a file descriptor streamed a chunk per
+ * writable callback) and the loop sends it. A client that goes away
+ * mid-request orphans the worker's result, which is then dropped.
+ */
+#ifndef CUBICLE_WIRE_HTTPD_H
+#define CUBICLE_WIRE_HTTPD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "err.h"
+
+#define HTTPD_MAX_URL	8192
+#define HTTPD_MAX_QUERY 32
+
+enum httpd_method { HTTPD_GET, HTTPD_POST, HTTPD_PUT, HTTPD_DELETE, HTTPD_PATCH, HTTPD_OTHER };
+
+/* A request as handlers see it: everything copied off the connection. */
+struct httpd_request {
+	enum httpd_method method;
+	const char *method_name;
+	char path[1024];	  /* decoded, without the query */
+	char authorization[512];  /* the Authorization header, "" if none */
+	char host[256];		  /* the Host header */
+	long long content_length; /* -1 when not given */
+	size_t nquery;
+	char *query[HTTPD_MAX_QUERY]; /* decoded "name=value" fragments */
+	char *body;		      /* memory mode: the body, NUL-terminated */
+	size_t body_len;
+	uint64_t body_written; /* file mode: bytes written to the route's fd */
+	void *user;	       /* the router's per-request pointer (route.user) */
+};
+
+/* The value of query parameter `name`, or NULL. */
+const char *httpd_query(const struct httpd_request *req, const char *name);
+
+#define HTTPD_MAX_HEADERS 8
+
+struct httpd_response {
+	int status;
+	const char *content_type; /* static string */
+	unsigned char *body;	  /* malloc'd, freed by httpd */
+	size_t body_len;
+	int file_fd; /* >= 0: stream file_len bytes from it instead; httpd closes it */
+	uint64_t file_len;
+	size_t nheaders;
+	struct {
+		char name[48]; /* with the colon: "x-width:" */
+		char value[208];
+	} headers[HTTPD_MAX_HEADERS];
+};
+
+/* Helpers for handlers. */
+void httpd_respond_json(struct httpd_response *resp, int status, json_t *j); /* steals j */
+void httpd_respond_err(struct httpd_response *resp, const struct err *e);
+/* Merges e into `detail` (an object, stolen) as {"error":{...}, ...detail}. */
+void httpd_respond_err_detail(struct httpd_response *resp, const struct err *e, json_t *detail);
+void httpd_add_header(struct httpd_response *resp, const char *name, const char *value);
+
+typedef void (*httpd_handler)(void *ctx, struct httpd_request *req, struct httpd_response *resp);
+
+enum httpd_body_mode {
+	HTTPD_BODY_MEMORY, /* up to max_body bytes, else 413 */
+	HTTPD_BODY_FD,	   /* written to body_fd as it arrives */
+};
+
+struct httpd_route {
+	httpd_handler handler;
+	enum httpd_body_mode body;
+	size_t max_body;      /* memory mode; 0 = the server's default */
+	int body_fd;	      /* fd mode: where the body goes; httpd closes it after the handler */
+	char *abandon_unlink; /* malloc'd path unlinked if the request dies before its handler
+				 ran (a spool or temporary file); httpd frees it */
+	void *user;	      /* handed to the handler as req->user */
+	void (*user_free)(void *user); /* called when the request is done or abandoned */
+};
+
+/*
+ * Runs on the event loop for every request, headers in, body not yet:
+ * fills *route, or returns -1 with e filled to answer at once (the body, if
+ * any, is not read and the connection closes after the answer).
+ */
+typedef int (*httpd_router)(void *ctx, struct httpd_request *req, struct httpd_route *route,
+			    struct err *e);
+
+struct httpd_opts {
+	const char *listen; /* "unix:/path" or "tcp:HOST:PORT" (PORT 0 = any free port) */
+	httpd_router router;
+	void *ctx;		/* passed to router and handlers */
+	size_t max_body;	/* default memory-mode limit */
+	int max_jobs;		/* concurrent handlers; more get 503 (0 = 64) */
+	const char *log_prefix; /* "envd", "cubicled": one log line per request */
+};
+
+struct httpd;
+
+struct httpd *httpd_create(const struct httpd_opts *o, struct err *e);
+/* "tcp:127.0.0.1:43121" or "unix:/run/x.sock": where it really listens. */
+const char *httpd_address(const struct httpd *h);
+/* Serves until httpd_stop(). */
+int httpd_run(struct httpd *h);
+/* Makes httpd_run() return soon. Async-signal-safe. */
+void httpd_stop(struct httpd *h);
+/*
+ * Waits up to 10 s for running handlers, then frees everything and returns
+ * 0. Returns -1, freeing nothing, when handlers still run (they use h and
+ * the caller's ctx: leave both alone, the process is exiting).
+ */
+int httpd_destroy(struct httpd *h);
+
+#endif
