@@ -47,7 +47,8 @@ int store_workspace_list(struct store *s, json_t **out, struct err *e);
 /*
  * Creates an API key for a workspace (workspace_id NULL = an admin key).
  * The plaintext key ("ck_" + 48 hex) goes to key_out once and is never
- * stored: the database keeps its SHA-256.
+ * stored: the database keeps its SHA-256. ERR_NOT_FOUND for an unknown
+ * workspace.
  */
 int store_key_create(struct store *s, const char *workspace_id, char key_out[64], struct err *e);
 
@@ -87,13 +88,17 @@ struct store_computer {
 /* Frees the JSON members (not the struct). */
 void store_computer_clear(struct store_computer *c);
 
-/* Inserts c (c->id is generated and written back; created/updated set). */
+/* Inserts c (c->id is generated and written back; created/updated set;
+ * NULL metadata/driver_state are stored as {} and set to fresh {} objects).
+ * c is unchanged on failure. ERR_INVALID (param "workspace") when the
+ * workspace does not exist. */
 int store_computer_insert(struct store *s, struct store_computer *c, struct err *e);
 
 /* Writes every column of c (by c->id); updated_ms is set to now. */
 int store_computer_update(struct store *s, struct store_computer *c, struct err *e);
 
-/* Only the state and error columns (and updated_ms), atomically. */
+/* Only the state and error columns (and updated_ms; deleted_ms too when
+ * state is "deleted" and it was unset), atomically. error may be NULL. */
 int store_computer_set_state(struct store *s, const char *id, const char *state,
 			     const char *error, struct err *e);
 
@@ -115,11 +120,13 @@ struct store_filter {
 };
 
 /* Matching computers, oldest first; *out is a malloc'd array (free each with
- * store_computer_clear, then free the array). */
+ * store_computer_clear, then free the array; NULL when *n is 0). f NULL =
+ * every computer that is not deleted. */
 int store_computer_list(struct store *s, const struct store_filter *f,
 			struct store_computer **out, size_t *n, struct err *e);
 
-/* Running computers of a workspace (for the per-workspace limit). */
+/* Computers of a workspace (NULL = all) that hold resources: provisioning,
+ * starting, running or stopping (for the per-workspace limit). */
 int store_computer_count_running(struct store *s, const char *workspace, int *n, struct err *e);
 
 /* ---- usage ledger --------------------------------------------------------- */
@@ -165,12 +172,15 @@ int store_size_multiplier(const char *size);
 /*
  * Usage of a workspace (NULL = all) between from_ms and to_ms (segments
  * clipped to the window):
- * {"workspace","from","to","computers":[{"id","kind","size","running_seconds",
- *  "stopped_seconds","cost_nanodollars"}],"total":{"running_seconds",
- *  "stopped_seconds","cost_nanodollars","cost_usd"}}
+ * {"workspace","from","to","computers":[{"id","workspace","external_workspace_id",
+ *  "kind","size","running_seconds","stopped_seconds","cost_nanodollars"}],
+ *  "total":{"running_seconds","stopped_seconds","cost_nanodollars","cost_usd"}}
  * Seconds are numbers with millisecond precision; cost is an integer:
  * running ms * unit * multiplier / 1000 + stopped ms * stopped / 1000,
- * summed per segment with integer arithmetic.
+ * rounded down per segment, then summed with integer arithmetic (the
+ * multiplier is that of the segment's size; "size" is the computer's size
+ * now). cost_usd = cost_nanodollars / 1e9. Computers are in creation order;
+ * deleted ones are included. rates NULL = the defaults.
  */
 int store_usage_query(struct store *s, const char *workspace, int64_t from_ms, int64_t to_ms,
 		      const struct store_rates *rates, json_t **out, struct err *e);

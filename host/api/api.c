@@ -1,0 +1,631 @@
+/*
+ * api: routes, authentication and the JSON shapes of cubicled's REST API.
+ *
+ * Handlers are thin: parse, call the core, shape the answer. Paths are
+ * matched segment by segment; ids are checked for shape before they reach
+ * SQL or a file name.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include "httpd.h"
+#include "params.h"
+
+struct api {
+	struct core *core;
+	struct store *store;
+	struct httpd *httpd;
+	unsigned char admin_hash[SHA256_DIGEST_LENGTH];
+	char spool_dir[512];
+};
+
+/* Who is calling, decided by the router. */
+struct api_caller {
+	bool admin;
+	char ws[40];  /* "" for the admin */
+	char id[64];  /* the path's computer/workspace/session id */
+	char sub[64]; /* the action name, or stop/start */
+	int spool_fd;
+	char spool_path[600];
+};
+
+static void api_caller_free(void *p)
+{
+	struct api_caller *c = p;
+	free(c);
+}
+
+/* NULL for the admin (sees every workspace), else the caller's workspace. */
+static const char *api_ws(const struct api_caller *c)
+{
+	return c->admin ? NULL : c->ws;
+}
+
+static bool api_id_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_'))
+			return false;
+	return true;
+}
+
+static json_t *api_body_json(struct httpd_request *req, struct err *e)
+{
+	if (req->body_len == 0)
+		return json_object();
+	json_error_t je;
+	json_t *j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+	if (!j) {
+		err_set(e, ERR_BAD_REQUEST, "the body is not valid JSON: %s (line %d, column %d)",
+			je.text, je.line, je.column);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		err_set(e, ERR_BAD_REQUEST, "the body must be a JSON object");
+		return NULL;
+	}
+	return j;
+}
+
+static void api_answer(struct httpd_response *resp, int rc, int status, json_t *out,
+		       const struct err *e)
+{
+	if (rc < 0)
+		httpd_respond_err(resp, e);
+	else
+		httpd_respond_json(resp, status, out);
+}
+
+/* A query integer, or def; -1 with e naming it when malformed. */
+static int api_query_int(struct httpd_request *req, const char *name, long long lo, long long hi,
+			 long long def, long long *out, struct err *e)
+{
+	const char *v = httpd_query(req, name);
+	*out = def;
+	if (!v)
+		return 0;
+	char *end;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	if (errno || *end || end == v || n < lo || n > hi)
+		return err_param(e, name, "%s: expected an integer in [%lld, %lld], got '%.40s'",
+				 name, lo, hi, v);
+	*out = n;
+	return 0;
+}
+
+/* Unix seconds or RFC 3339 ("2026-11-22T04:00:00Z") to ms. */
+static int api_query_time(struct httpd_request *req, const char *name, int64_t def, int64_t *out,
+			  struct err *e)
+{
+	const char *v = httpd_query(req, name);
+	*out = def;
+	if (!v || !*v)
+		return 0;
+	char *end;
+	double secs = strtod(v, &end);
+	if (!*end && end != v) {
+		*out = (int64_t)(secs * 1000);
+		return 0;
+	}
+	struct tm tm = {0};
+	char *rest = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!rest || (*rest && strcmp(rest, "Z") != 0 && strncmp(rest, ".", 1) != 0))
+		return err_param(e, name,
+				 "%s: Unix seconds or UTC RFC 3339 like 2026-11-22T04:00:00Z, not "
+				 "'%.40s'",
+				 name, v);
+	*out = (int64_t)timegm(&tm) * 1000;
+	return 0;
+}
+
+/* ---- handlers ----------------------------------------------------------------- */
+
+static void api_healthz(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	(void)ctx, (void)req;
+	httpd_respond_json(resp, 200, json_pack("{s:b, s:s}", "ok", 1, "version", CUBICLE_VERSION));
+}
+
+static void api_metrics(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	(void)req;
+	char *text = core_metrics(a->core);
+	resp->status = 200;
+	resp->content_type = "text/plain; version=0.0.4";
+	resp->body = (unsigned char *)text;
+	resp->body_len = text ? strlen(text) : 0;
+}
+
+static void api_workspaces(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct err e = {0};
+	if (req->method == HTTPD_GET) {
+		json_t *out = NULL;
+		int rc = store_workspace_list(a->store, &out, &e);
+		api_answer(resp, rc, 200, rc == 0 ? json_pack("{s:o}", "workspaces", out) : NULL,
+			   &e);
+		return;
+	}
+	json_t *body = api_body_json(req, &e);
+	if (!body) {
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	static const char *const known[] = {"name", "max_running", NULL};
+	const char *name = NULL;
+	long long max_running = 0;
+	struct store_workspace w;
+	int rc = params_check_known(body, known, &e);
+	if (rc == 0)
+		rc = param_need_str(body, "name", &name, &e);
+	if (rc == 0)
+		rc = param_int(body, "max_running", 0, 100000, &max_running, &e) < 0 ? -1 : 0;
+	if (rc == 0)
+		rc = store_workspace_create(a->store, name, (int)max_running, &w, &e);
+	api_answer(resp, rc, 201,
+		   rc == 0 ? json_pack("{s:s, s:s, s:i}", "id", w.id, "name", w.name, "max_running",
+				       w.max_running)
+			   : NULL,
+		   &e);
+	json_decref(body);
+}
+
+static void api_keys(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	struct store_workspace w;
+	char key[64];
+	int rc = store_workspace_get(a->store, c->id, &w, &e);
+	if (rc == 0)
+		rc = store_key_create(a->store, w.id, key, &e);
+	api_answer(resp, rc, 201,
+		   rc == 0 ? json_pack("{s:s, s:s}", "key", key, "workspace", w.id) : NULL, &e);
+}
+
+/* ?wait=STATE&timeout_s=N after an operation: blocks until then. */
+static int api_maybe_wait(struct api *a, struct httpd_request *req, const char *id, const char *ws,
+			  json_t **out, struct err *e)
+{
+	const char *state = httpd_query(req, "wait");
+	if (!state)
+		return 0;
+	static const char *const states[] = {"running", "stopped", "deleted", "error", NULL};
+	bool ok = false;
+	for (int i = 0; states[i]; i++)
+		ok = ok || strcmp(state, states[i]) == 0;
+	if (!ok)
+		return err_param(e, "wait", "wait: one of running, stopped, deleted, error");
+	long long timeout = 60;
+	if (api_query_int(req, "timeout_s", 0, 3600, 60, &timeout, e) < 0)
+		return -1;
+	json_decref(*out);
+	*out = NULL;
+	return core_wait(a->core, id, ws, state, (int)timeout, out, e);
+}
+
+static void api_computers(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *out = NULL;
+	if (req->method == HTTPD_GET) {
+		const char *ws = api_ws(c);
+		if (!ws)
+			ws = httpd_query(req, "workspace");
+		int rc = core_list(a->core, ws, httpd_query(req, "state"), httpd_query(req, "kind"),
+				   &out, &e);
+		api_answer(resp, rc, 200, out, &e);
+		return;
+	}
+	json_t *body = api_body_json(req, &e);
+	int rc = body ? core_create(a->core, api_ws(c), body, &out, &e) : -1;
+	json_decref(body);
+	if (rc == 0) {
+		char id[40];
+		snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
+		rc = api_maybe_wait(a, req, id, api_ws(c), &out, &e);
+	}
+	api_answer(resp, rc, 201, out, &e);
+}
+
+static void api_computer(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *out = NULL;
+	int rc;
+	if (req->method == HTTPD_DELETE)
+		rc = core_delete(a->core, c->id, api_ws(c), &out, &e);
+	else if (strcmp(c->sub, "stop") == 0)
+		rc = core_stop(a->core, c->id, api_ws(c), &out, &e);
+	else if (strcmp(c->sub, "start") == 0)
+		rc = core_start(a->core, c->id, api_ws(c), &out, &e);
+	else
+		rc = core_get(a->core, c->id, api_ws(c), &out, &e);
+	if (rc == 0)
+		rc = api_maybe_wait(a, req, c->id, api_ws(c), &out, &e);
+	api_answer(resp, rc, 200, out, &e);
+}
+
+static void api_action(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	struct envd_reply r;
+	if (core_action(a->core, c->id, api_ws(c), c->sub, req->body, req->body_len, &r, &e) < 0) {
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	/* envd's answer passes through: status, type, body, image headers. */
+	resp->status = r.status;
+	resp->content_type = strncmp(r.content_type, "image/png", 9) == 0     ? "image/png"
+			     : strncmp(r.content_type, "image/jpeg", 10) == 0 ? "image/jpeg"
+									      : "application/json";
+	resp->body = (unsigned char *)r.body;
+	resp->body_len = r.body_len;
+	r.body = NULL;
+	if (r.x_width[0]) {
+		httpd_add_header(resp, "x-width:", r.x_width);
+		httpd_add_header(resp, "x-height:", r.x_height);
+		httpd_add_header(resp, "x-scale:", r.x_scale);
+	}
+	envd_reply_free(&r);
+}
+
+/* Reads a small error answer that a download wrote into fd. */
+static void api_error_from_fd(struct httpd_response *resp, int fd, int status)
+{
+	char buf[4096];
+	ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+	buf[n > 0 ? n : 0] = 0;
+	json_t *j = json_loads(buf, 0, NULL);
+	if (!j)
+		j = json_pack("{s:{s:s, s:s}}", "error", "code", "unavailable", "message",
+			      "the computer's agent failed to send the file");
+	httpd_respond_json(resp, status, j);
+}
+
+static int api_tmpfile(struct api *a, struct err *e)
+{
+	int fd = open(a->spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		err_set(e, ERR_INTERNAL, "cannot create a spool file: %s", strerror(errno));
+	return fd;
+}
+
+static void api_files(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	const char *path = httpd_query(req, "path");
+	bool session = strncmp(req->path, "/v1/sessions/", 13) == 0;
+	if (!path || !*path) {
+		err_param(&e, "path", "path: required (?path=...)");
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	const char *ws = api_ws(c);
+	if (session && !ws)
+		ws = httpd_query(req, "workspace");
+	if (req->method == HTTPD_GET) {
+		if (session) {
+			int fd;
+			uint64_t size;
+			if (core_session_open(a->core, ws, c->id, path, &fd, &size, &e) < 0) {
+				httpd_respond_err(resp, &e);
+				return;
+			}
+			resp->status = 200;
+			resp->content_type = "application/octet-stream";
+			resp->file_fd = fd;
+			resp->file_len = size;
+			return;
+		}
+		int fd = api_tmpfile(a, &e);
+		struct envd_reply r;
+		if (fd < 0 || core_file_get(a->core, c->id, ws, path, fd, &r, &e) < 0) {
+			if (fd >= 0)
+				close(fd);
+			httpd_respond_err(resp, &e);
+			return;
+		}
+		int status = r.status;
+		envd_reply_free(&r);
+		if (status != 200) {
+			api_error_from_fd(resp, fd, status);
+			close(fd);
+			return;
+		}
+		struct stat st;
+		fstat(fd, &st);
+		lseek(fd, 0, SEEK_SET);
+		resp->status = 200;
+		resp->content_type = "application/octet-stream";
+		resp->file_fd = fd;
+		resp->file_len = (uint64_t)st.st_size;
+		return;
+	}
+	/* PUT: the body is in the spool file. */
+	lseek(c->spool_fd, 0, SEEK_SET);
+	if (session) {
+		int rc = core_session_write(a->core, ws, c->id, path, c->spool_fd, &e);
+		api_answer(resp, rc, 200,
+			   rc == 0 ? json_pack("{s:b, s:s, s:I}", "ok", 1, "path", path, "size",
+					       (json_int_t)req->body_written)
+				   : NULL,
+			   &e);
+		return;
+	}
+	struct envd_reply r;
+	if (core_file_put(a->core, c->id, ws, path, c->spool_fd, req->body_written, &r, &e) < 0) {
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	resp->status = r.status;
+	resp->content_type = "application/json";
+	resp->body = (unsigned char *)r.body;
+	resp->body_len = r.body_len;
+	r.body = NULL;
+	envd_reply_free(&r);
+}
+
+static void api_usage(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	const char *ws = api_ws(c);
+	const char *asked = httpd_query(req, "workspace");
+	if (ws && asked && strcmp(ws, asked) != 0) {
+		err_set(&e, ERR_NOT_FOUND, "no workspace %.40s", asked);
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	if (!ws)
+		ws = asked;
+	int64_t now = (int64_t)time(NULL) * 1000, from, to;
+	json_t *out = NULL;
+	int rc = api_query_time(req, "from", 0, &from, &e);
+	if (rc == 0)
+		rc = api_query_time(req, "to", now + 1000, &to, &e);
+	if (rc == 0 && to < from)
+		rc = err_param(&e, "to", "to: before from");
+	if (rc == 0)
+		rc = core_usage(a->core, ws, from, to, &out, &e);
+	api_answer(resp, rc, 200, out, &e);
+}
+
+/* ---- the router ----------------------------------------------------------------- */
+
+static int api_auth(struct api *a, struct httpd_request *req, struct api_caller *c, struct err *e)
+{
+	if (strncasecmp(req->authorization, "Bearer ", 7) != 0)
+		return err_set(e, ERR_UNAUTHORIZED,
+			       "missing API key: send 'Authorization: Bearer <key>'");
+	const char *key = req->authorization + 7;
+	unsigned char h[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)key, strlen(key), h);
+	if (CRYPTO_memcmp(h, a->admin_hash, sizeof h) == 0) {
+		c->admin = true;
+		return 0;
+	}
+	bool admin = false;
+	if (store_key_lookup(a->store, key, c->ws, &admin, e) < 0)
+		return err_set(e, ERR_UNAUTHORIZED, "unknown or revoked API key");
+	c->admin = admin;
+	return 0;
+}
+
+/* Splits "/a/b/c" into at most n segments (copied into segs). */
+static int api_segments(const char *path, char segs[][64], int n)
+{
+	int k = 0;
+	const char *p = path;
+	while (*p == '/')
+		p++;
+	while (*p && k < n) {
+		const char *s = strchr(p, '/');
+		size_t len = s ? (size_t)(s - p) : strlen(p);
+		if (len >= 64)
+			return -1;
+		memcpy(segs[k], p, len);
+		segs[k][len] = 0;
+		k++;
+		p += len;
+		while (*p == '/')
+			p++;
+	}
+	return *p ? -1 : k;
+}
+
+static int api_route_files_put(struct api *a, struct httpd_route *route, struct api_caller *c,
+			       struct err *e)
+{
+	snprintf(c->spool_path, sizeof c->spool_path, "%s/upload-XXXXXX", a->spool_dir);
+	c->spool_fd = mkostemp(c->spool_path, O_CLOEXEC);
+	if (c->spool_fd < 0)
+		return err_set(e, ERR_INTERNAL, "cannot spool the upload: %s", strerror(errno));
+	/* The handler reads it back; httpd closes body_fd, so hand it a dup. */
+	route->body = HTTPD_BODY_FD;
+	route->body_fd = dup(c->spool_fd);
+	unlink(c->spool_path); /* the open descriptors keep it alive */
+	return 0;
+}
+
+static void api_caller_close(void *p)
+{
+	struct api_caller *c = p;
+	if (c->spool_fd >= 0)
+		close(c->spool_fd);
+	api_caller_free(c);
+}
+
+static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *route, struct err *e)
+{
+	struct api *a = ctx;
+	if (strcmp(req->path, "/healthz") == 0) {
+		route->handler = api_healthz;
+		return 0;
+	}
+	if (strcmp(req->path, "/metrics") == 0) {
+		route->handler = api_metrics;
+		return 0;
+	}
+	struct api_caller *c = calloc(1, sizeof *c);
+	if (!c)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	c->spool_fd = -1;
+	route->user = c;
+	route->user_free = api_caller_close;
+	if (api_auth(a, req, c, e) < 0)
+		return -1;
+	char s[6][64];
+	int n = api_segments(req->path, s, 6);
+	enum httpd_method m = req->method;
+	if (n < 2 || strcmp(s[0], "v1") != 0)
+		goto not_found;
+	route->body = HTTPD_BODY_MEMORY;
+	route->max_body = 64u << 20;
+	if (strcmp(s[1], "workspaces") == 0) {
+		if (!c->admin)
+			return err_set(e, ERR_FORBIDDEN, "managing workspaces needs the admin key");
+		if (n == 2 && (m == HTTPD_GET || m == HTTPD_POST)) {
+			route->handler = api_workspaces;
+			return 0;
+		}
+		if (n == 4 && strcmp(s[3], "keys") == 0 && m == HTTPD_POST && api_id_ok(s[2])) {
+			snprintf(c->id, sizeof c->id, "%s", s[2]);
+			route->handler = api_keys;
+			return 0;
+		}
+		goto not_found;
+	}
+	if (strcmp(s[1], "usage") == 0 && n == 2 && m == HTTPD_GET) {
+		route->handler = api_usage;
+		return 0;
+	}
+	if (strcmp(s[1], "computers") == 0) {
+		if (n == 2 && (m == HTTPD_GET || m == HTTPD_POST)) {
+			route->handler = api_computers;
+			return 0;
+		}
+		if (!api_id_ok(s[2]))
+			return err_set(e, ERR_NOT_FOUND, "no computer %.40s", s[2]);
+		snprintf(c->id, sizeof c->id, "%s", s[2]);
+		if (n == 3 && (m == HTTPD_GET || m == HTTPD_DELETE)) {
+			route->handler = api_computer;
+			return 0;
+		}
+		if (n == 4 && m == HTTPD_POST &&
+		    (strcmp(s[3], "stop") == 0 || strcmp(s[3], "start") == 0)) {
+			snprintf(c->sub, sizeof c->sub, "%s", s[3]);
+			route->handler = api_computer;
+			return 0;
+		}
+		if (n == 5 && strcmp(s[3], "actions") == 0) {
+			if (m != HTTPD_POST)
+				return err_set(e, ERR_BAD_REQUEST, "actions are called with POST");
+			snprintf(c->sub, sizeof c->sub, "%s", s[4]);
+			route->handler = api_action;
+			return 0;
+		}
+		if (n == 4 && strcmp(s[3], "files") == 0) {
+			route->handler = api_files;
+			if (m == HTTPD_GET)
+				return 0;
+			if (m == HTTPD_PUT)
+				return api_route_files_put(a, route, c, e);
+			return err_set(e, ERR_BAD_REQUEST, "files answer GET and PUT");
+		}
+		goto not_found;
+	}
+	if (strcmp(s[1], "sessions") == 0 && n == 4 && strcmp(s[3], "files") == 0) {
+		if (!api_id_ok(s[2]))
+			return err_param(e, "session", "session: not a session id");
+		snprintf(c->id, sizeof c->id, "%s", s[2]);
+		route->handler = api_files;
+		if (m == HTTPD_GET)
+			return 0;
+		if (m == HTTPD_PUT)
+			return api_route_files_put(a, route, c, e);
+		return err_set(e, ERR_BAD_REQUEST, "files answer GET and PUT");
+	}
+not_found:
+	return err_set(e, ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)",
+		       req->method_name, req->path);
+}
+
+struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,
+		       struct err *e)
+{
+	struct api *a = calloc(1, sizeof *a);
+	if (!a) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	a->core = core;
+	a->store = store;
+	SHA256((const unsigned char *)o->admin_key, strlen(o->admin_key), a->admin_hash);
+	snprintf(a->spool_dir, sizeof a->spool_dir, "%s", o->spool_dir);
+	mkdir(a->spool_dir, 0700);
+	struct httpd_opts ho = {
+	    .listen = o->listen,
+	    .router = api_route,
+	    .ctx = a,
+	    .max_body = 64u << 20,
+	    .max_jobs = 256,
+	    .log_prefix = "cubicled",
+	};
+	a->httpd = httpd_create(&ho, e);
+	if (!a->httpd) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+const char *api_address(const struct api *a)
+{
+	return httpd_address(a->httpd);
+}
+
+int api_run(struct api *a)
+{
+	return httpd_run(a->httpd);
+}
+
+void api_stop(struct api *a)
+{
+	httpd_stop(a->httpd);
+}
+
+void api_destroy(struct api *a)
+{
+	if (a && httpd_destroy(a->httpd) == 0)
+		free(a);
+}

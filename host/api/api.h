@@ -1,0 +1,31 @@
+/*
+ * api: cubicled's REST API (docs/api.md) on wire/httpd.
+ *
+ * The router authenticates every request but /healthz and /metrics: the
+ * admin key (compared by digest in constant time) or a workspace key looked
+ * up in the store. Workspace keys see only their workspace: another
+ * workspace's computer answers 404, exactly like a missing one.
+ */
+#ifndef CUBICLE_API_H
+#define CUBICLE_API_H
+
+#include "core.h"
+#include "err.h"
+#include "store.h"
+
+struct api;
+
+struct api_opts {
+	const char *listen;    /* HOST:PORT */
+	const char *admin_key; /* plaintext; only its digest is kept */
+	const char *spool_dir; /* uploads are spooled here on their way to a computer */
+};
+
+struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,
+		       struct err *e);
+const char *api_address(const struct api *a);
+int api_run(struct api *a);
+void api_stop(struct api *a); /* async-signal-safe */
+void api_destroy(struct api *a);
+
+#endif

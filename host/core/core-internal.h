@@ -1,0 +1,78 @@
+/*
+ * What core.c (lifecycle) and proxy.c (actions, files, sessions) share.
+ */
+#ifndef CUBICLE_CORE_INTERNAL_H
+#define CUBICLE_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "driver.h"
+
+/* The in-memory side of a computer that is not deleted: what the hot path
+ * (proxying an action) needs without touching the database. */
+struct core_rt {
+	struct core_rt *next;
+	char id[40], ws[40], kind[16], size[16], state[16];
+	char address[320]; /* envd, "" until started */
+	char token[80];
+	int idle_s;
+	int64_t last_activity_ms;
+	bool activity_dirty;
+	pthread_mutex_t op; /* one lifecycle operation at a time */
+};
+
+struct core {
+	struct core_config cfg;
+	struct store *store;
+	const struct driver_ops *driver;
+
+	pthread_mutex_t lock;	/* rts and the counters */
+	pthread_cond_t changed; /* broadcast on every state change */
+	struct core_rt *rts;
+
+	pthread_t ticker;
+	int wake[2];
+	bool stopping;
+	int background; /* boot / idle threads still running */
+
+	uint64_t actions_total, action_errors_total;
+
+	char pool_ws[40]; /* the warm pool's own workspace, "" without a pool */
+};
+
+/* pool.c: keeps the warm pool filled (from the ticker) and hands a running
+ * desktop out for a create that matches. */
+void pool_tick(struct core *c);
+/* Claims a pool desktop for workspace ws; 1 and *out on success, 0 when none fits. */
+int pool_claim(struct core *c, const char *ws, const char *size, const json_t *params, json_t **out,
+	       struct err *e);
+int pool_open(struct core *c, struct err *e);
+
+/* The computer's public JSON. */
+json_t *core_json_public(const struct store_computer *sc);
+
+int64_t core_now_ms(void);
+
+/* The runtime record of id (lock held by the caller), or NULL. */
+struct core_rt *core_rt_find(struct core *c, const char *id);
+
+/*
+ * The running computer `id` as the caller may see it, with its envd address
+ * and token copied out; records activity. ERR_NOT_FOUND (other workspace or
+ * missing), ERR_CONFLICT (not running).
+ */
+int core_rt_running(struct core *c, const char *id, const char *ws, char *address, size_t alen,
+		    char *token, size_t tlen, char *kind, size_t klen, struct err *e);
+
+/*
+ * The host directory of session `session` of workspace ws, created with
+ * input/, output/ and working/. ERR_INVALID (param "session") for a name
+ * outside [A-Za-z0-9_-]{1,64}. e may be NULL.
+ */
+int core_session_dir_for(struct core *c, const char *ws, const char *session, char *out, size_t len,
+			 struct err *e);
+
+#endif

@@ -1,0 +1,856 @@
+/*
+ * core: lifecycle, recovery, the usage ticker and idle timeouts.
+ *
+ * Order of every transition: write the new state (and usage switch) to the
+ * store, then call the driver, then write the result. A crash between any
+ * two steps leaves a state core_open() knows how to finish: a computer
+ * "stopping" is stopped, one "deleting" is deleted, one "provisioning" or
+ * "starting" is adopted if its processes run and cleaned up otherwise.
+ */
+#include "core-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "params.h"
+#include "sizes.h"
+
+int64_t core_now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void core_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static void core_iso8601(int64_t ms, char *out, size_t len)
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, len - n, ".%03dZ", (int)(ms % 1000));
+}
+
+/* ---- runtime records ------------------------------------------------------------ */
+
+struct core_rt *core_rt_find(struct core *c, const char *id)
+{
+	for (struct core_rt *r = c->rts; r; r = r->next)
+		if (strcmp(r->id, id) == 0)
+			return r;
+	return NULL;
+}
+
+static struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
+{
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, sc->id);
+	if (!r) {
+		r = calloc(1, sizeof *r);
+		if (!r) {
+			pthread_mutex_unlock(&c->lock);
+			return NULL;
+		}
+		pthread_mutex_init(&r->op, NULL);
+		snprintf(r->id, sizeof r->id, "%s", sc->id);
+		r->next = c->rts;
+		c->rts = r;
+	}
+	snprintf(r->ws, sizeof r->ws, "%s", sc->workspace);
+	snprintf(r->kind, sizeof r->kind, "%s", sc->kind);
+	snprintf(r->size, sizeof r->size, "%s", sc->size);
+	snprintf(r->state, sizeof r->state, "%s", sc->state);
+	snprintf(r->token, sizeof r->token, "%s", sc->envd_token);
+	r->idle_s = sc->idle_timeout_s;
+	r->last_activity_ms = sc->last_activity_ms ? sc->last_activity_ms : core_now_ms();
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+/* ---- JSON ----------------------------------------------------------------------- */
+
+json_t *core_json_public(const struct store_computer *sc)
+{
+	char created[40], updated[40], active[40];
+	core_iso8601(sc->created_ms, created, sizeof created);
+	core_iso8601(sc->updated_ms, updated, sizeof updated);
+	core_iso8601(sc->last_activity_ms, active, sizeof active);
+	const struct size *sz = size_find(sc->kind, sc->size, NULL);
+	json_t *j = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:s, s:s, s:[i,i], s:i, s:O, s:s, s:s?, s:s, s:s, s:s}", "id",
+	    sc->id, "workspace", sc->workspace, "kind", sc->kind, "size", sc->size, "isolation",
+	    sc->isolation, "state", sc->state, "resolution", sc->width, sc->height,
+	    "idle_timeout_s", sc->idle_timeout_s, "metadata",
+	    sc->metadata ? sc->metadata : json_object(), "external_workspace_id",
+	    sc->external_workspace_id, "session", sc->session_id[0] ? sc->session_id : NULL,
+	    "created_at", created, "updated_at", updated, "last_activity_at", active);
+	if (!j)
+		return json_object();
+	if (sc->error[0])
+		json_object_set_new(j, "error", json_string(sc->error));
+	if (sc->accel[0])
+		json_object_set_new(j, "accel", json_string(sc->accel));
+	if (sz)
+		json_object_set_new(j, "limits",
+				    json_pack("{s:f, s:I, s:i}", "vcpus", sz->millicpus / 1000.0,
+					      "memory_mb", (json_int_t)sz->memory_mb, "pids",
+					      sz->pids_max));
+	return j;
+}
+
+/* ---- driver plumbing ------------------------------------------------------------ */
+
+struct core_paths {
+	char dir[512], image[512], session[512];
+};
+
+static void core_driver_computer(struct core *c, struct store_computer *sc, struct core_paths *p,
+				 struct driver_computer *dc)
+{
+	const struct size *sz = size_find(sc->kind, sc->size, NULL);
+	snprintf(p->dir, sizeof p->dir, "%s/computers/%s", c->cfg.state_dir, sc->id);
+	snprintf(p->image, sizeof p->image, "%s/%s", c->cfg.images_dir, sc->kind);
+	p->session[0] = 0;
+	if (sc->session_id[0])
+		core_session_dir_for(c, sc->workspace, sc->session_id, p->session,
+				     sizeof p->session, NULL);
+	memset(dc, 0, sizeof *dc);
+	dc->id = sc->id;
+	dc->kind = sc->kind;
+	dc->image_dir = p->image;
+	dc->dir = p->dir;
+	dc->session_dir = p->session[0] ? p->session : NULL;
+	dc->envd_token = sc->envd_token;
+	dc->width = sc->width;
+	dc->height = sc->height;
+	dc->millicpus = sz ? sz->millicpus : 1000;
+	dc->memory_mb = sz ? sz->memory_mb : 1024;
+	dc->disk_mb = sz ? sz->disk_mb : 0;
+	dc->pids_max = sz ? sz->pids_max : 1024;
+	if (!sc->driver_state)
+		sc->driver_state = json_object();
+	dc->state = sc->driver_state;
+}
+
+/* Persists a new state; the driver state in sc goes along. Broadcasts. */
+static int core_set_state(struct core *c, struct store_computer *sc, const char *state,
+			  const char *error, struct err *e)
+{
+	snprintf(sc->state, sizeof sc->state, "%s", state);
+	snprintf(sc->error, sizeof sc->error, "%s", error ? error : "");
+	if (strcmp(state, "deleted") == 0)
+		sc->deleted_ms = core_now_ms();
+	int rc = store_computer_update(c->store, sc, e);
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, sc->id);
+	if (r)
+		snprintf(r->state, sizeof r->state, "%s", state);
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* Polls envd's /health until it says ready (the desktop is usable). */
+static int core_wait_ready(struct core *c, const char *address, const char *token, struct err *e)
+{
+	int64_t until = core_now_ms() + (int64_t)c->cfg.ready_timeout_s * 1000;
+	struct err last = {0};
+	while (core_now_ms() < until) {
+		struct envd_reply r;
+		if (envd_health(address, token, 2000, &r, &last) == 0 && r.status == 200) {
+			json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+			bool ready = json_is_true(json_object_get(j, "ready"));
+			json_decref(j);
+			envd_reply_free(&r);
+			if (ready)
+				return 0;
+		} else {
+			envd_reply_free(&r);
+		}
+		core_sleep_ms(25);
+	}
+	return err_set(e, ERR_TIMEOUT, "the computer did not become ready in %d s%s%s",
+		       c->cfg.ready_timeout_s, last.message[0] ? ": " : "", last.message);
+}
+
+/*
+ * Boots a computer that is provisioning or starting: driver start, wait
+ * for envd, running. On failure the computer ends in error with the reason
+ * and its processes cleaned up. rt->op held by the caller.
+ */
+static int core_boot(struct core *c, struct store_computer *sc, bool create, struct err *e)
+{
+	struct core_paths p;
+	struct driver_computer dc;
+	core_driver_computer(c, sc, &p, &dc);
+	mkdir(p.dir, 0700);
+	struct err de = {0};
+	char address[320] = "";
+	int rc = 0;
+	if (create)
+		rc = c->driver->create(&dc, &de);
+	if (rc == 0) {
+		rc = c->driver->start(&dc, &de);
+		store_computer_update(c->store, sc, NULL); /* the driver state, now */
+	}
+	if (rc == 0)
+		rc = c->driver->envd_address(&dc, address, sizeof address, &de);
+	if (rc == 0) {
+		pthread_mutex_lock(&c->lock);
+		struct core_rt *r = core_rt_find(c, sc->id);
+		if (r)
+			snprintf(r->address, sizeof r->address, "%s", address);
+		pthread_mutex_unlock(&c->lock);
+		rc = core_wait_ready(c, address, sc->envd_token, &de);
+	}
+	if (rc < 0) {
+		struct err ignore;
+		c->driver->stop(&dc, &ignore);
+		core_set_state(c, sc, "error", de.message, NULL);
+		if (e)
+			*e = de;
+		return -1;
+	}
+	int64_t now = core_now_ms();
+	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, "running", now, NULL);
+	sc->last_activity_ms = now;
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, sc->id);
+	if (r)
+		r->last_activity_ms = now;
+	pthread_mutex_unlock(&c->lock);
+	return core_set_state(c, sc, "running", NULL, e);
+}
+
+/* ---- background operations ------------------------------------------------------ */
+
+struct core_job {
+	struct core *c;
+	char id[40];
+	enum { JOB_BOOT, JOB_STOP, JOB_DELETE } kind;
+};
+
+static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e);
+static int core_do_delete(struct core *c, struct store_computer *sc, struct err *e);
+
+static void *core_job_main(void *arg)
+{
+	struct core_job *j = arg;
+	struct core *c = j->c;
+	struct store_computer sc = {0};
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, j->id);
+	pthread_mutex_unlock(&c->lock);
+	if (r) {
+		pthread_mutex_lock(&r->op);
+		if (store_computer_get(c->store, j->id, NULL, &sc, NULL) == 0) {
+			if (j->kind == JOB_BOOT && strcmp(sc.state, "provisioning") == 0)
+				core_boot(c, &sc, true, NULL);
+			else if (j->kind == JOB_STOP && strcmp(sc.state, "running") == 0)
+				core_do_stop(c, &sc, NULL);
+			else if (j->kind == JOB_DELETE && strcmp(sc.state, "deleted") != 0)
+				core_do_delete(c, &sc, NULL);
+		}
+		store_computer_clear(&sc);
+		pthread_mutex_unlock(&r->op);
+	}
+	pthread_mutex_lock(&c->lock);
+	c->background--;
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
+	free(j);
+	return NULL;
+}
+
+static void core_background(struct core *c, const char *id, int kind)
+{
+	struct core_job *j = calloc(1, sizeof *j);
+	if (!j)
+		return;
+	j->c = c;
+	j->kind = kind;
+	snprintf(j->id, sizeof j->id, "%s", id);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t t;
+	pthread_mutex_lock(&c->lock);
+	c->background++;
+	pthread_mutex_unlock(&c->lock);
+	if (pthread_create(&t, &attr, core_job_main, j) != 0) {
+		pthread_mutex_lock(&c->lock);
+		c->background--;
+		pthread_mutex_unlock(&c->lock);
+		free(j);
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* ---- operations ----------------------------------------------------------------- */
+
+static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e)
+{
+	struct core_paths p;
+	struct driver_computer dc;
+	core_driver_computer(c, sc, &p, &dc);
+	/* Billing at the running rate ends when the stop is decided. */
+	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, "stopped", core_now_ms(),
+			   NULL);
+	if (core_set_state(c, sc, "stopping", NULL, e) < 0)
+		return -1;
+	struct err de = {0};
+	if (c->driver->stop(&dc, &de) < 0) {
+		core_set_state(c, sc, "error", de.message, NULL);
+		if (e)
+			*e = de;
+		return -1;
+	}
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, sc->id);
+	if (r)
+		r->address[0] = 0;
+	pthread_mutex_unlock(&c->lock);
+	return core_set_state(c, sc, "stopped", NULL, e);
+}
+
+static int core_do_delete(struct core *c, struct store_computer *sc, struct err *e)
+{
+	struct core_paths p;
+	struct driver_computer dc;
+	core_driver_computer(c, sc, &p, &dc);
+	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, NULL, core_now_ms(), NULL);
+	if (core_set_state(c, sc, "deleting", NULL, e) < 0)
+		return -1;
+	struct err de = {0};
+	if (c->driver->destroy(&dc, &de) < 0) {
+		core_set_state(c, sc, "error", de.message, NULL);
+		if (e)
+			*e = de;
+		return -1;
+	}
+	rmdir(p.dir);
+	return core_set_state(c, sc, "deleted", NULL, e);
+}
+
+/* Loads a computer the caller may see, with its op lock taken. */
+static int core_lock_computer(struct core *c, const char *id, const char *ws,
+			      struct store_computer *sc, struct core_rt **rt, struct err *e)
+{
+	if (store_computer_get(c->store, id, ws, sc, e) < 0)
+		return -1;
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	pthread_mutex_unlock(&c->lock);
+	if (!r) {
+		store_computer_clear(sc);
+		return err_set(e, ERR_NOT_FOUND, "no computer %s", id);
+	}
+	pthread_mutex_lock(&r->op);
+	/* Reload under the lock: a concurrent operation may have moved it. */
+	store_computer_clear(sc);
+	if (store_computer_get(c->store, id, ws, sc, e) < 0) {
+		pthread_mutex_unlock(&r->op);
+		return -1;
+	}
+	*rt = r;
+	return 0;
+}
+
+static int core_check_limit(struct core *c, const char *ws, struct err *e)
+{
+	struct store_workspace w;
+	int limit = c->cfg.default_max_running;
+	if (store_workspace_get(c->store, ws, &w, NULL) == 0 && w.max_running > 0)
+		limit = w.max_running;
+	int n = 0;
+	if (store_computer_count_running(c->store, ws, &n, e) < 0)
+		return -1;
+	if (n >= limit)
+		return err_set(e, ERR_LIMIT,
+			       "workspace %s already runs %d computers, its limit; stop or delete "
+			       "one first",
+			       ws, n);
+	return 0;
+}
+
+int core_create(struct core *c, const char *ws, const json_t *params, json_t **out, struct err *e)
+{
+	static const char *const known[] = {"kind",	  "size",
+					    "isolation",  "workspace",
+					    "resolution", "idle_timeout_s",
+					    "metadata",	  "external_workspace_id",
+					    "session",	  NULL};
+	static const char *const kinds[] = {"desktop", "sandbox", NULL};
+	static const char *const isolations[] = {"container", "vm", NULL};
+	if (params_check_known(params, known, e) < 0)
+		return -1;
+	struct store_computer sc = {0};
+	int kind = 0, iso = 0;
+	if (param_enum(params, "kind", kinds, &kind, e) < 0)
+		return -1;
+	snprintf(sc.kind, sizeof sc.kind, "%s", kinds[kind]);
+	const char *size = NULL;
+	if (param_str(params, "size", &size, e) < 0)
+		return -1;
+	const struct size *sz = size_find(sc.kind, size, e);
+	if (!sz)
+		return -1;
+	snprintf(sc.size, sizeof sc.size, "%s", sz->name);
+	if (param_enum(params, "isolation", isolations, &iso, e) < 0)
+		return -1;
+	if (iso == 1 || strcmp(c->driver->name, isolations[iso]) != 0)
+		return err_param(e, "isolation",
+				 "isolation: '%s' is not available on this host yet; use container",
+				 isolations[iso]);
+	snprintf(sc.isolation, sizeof sc.isolation, "%s", isolations[iso]);
+	const char *wsp = NULL;
+	if (param_str(params, "workspace", &wsp, e) < 0)
+		return -1;
+	if (ws && wsp && strcmp(ws, wsp) != 0)
+		return err_param(e, "workspace", "workspace: your key belongs to %s, not %s", ws,
+				 wsp);
+	if (!ws && !wsp)
+		return err_param(e, "workspace", "workspace: required with the admin key");
+	struct store_workspace w;
+	if (store_workspace_get(c->store, ws ? ws : wsp, &w, NULL) < 0)
+		return err_param(e, "workspace", "workspace: no workspace %s", ws ? ws : wsp);
+	snprintf(sc.workspace, sizeof sc.workspace, "%s", w.id);
+	sc.width = 1280;
+	sc.height = 800;
+	json_t *res = NULL;
+	if (param_array(params, "resolution", &res, e) < 0)
+		return -1;
+	if (res) {
+		json_t *rw = json_array_get(res, 0), *rh = json_array_get(res, 1);
+		if (json_array_size(res) != 2 || !json_is_integer(rw) || !json_is_integer(rh) ||
+		    json_integer_value(rw) < 320 || json_integer_value(rw) > 3840 ||
+		    json_integer_value(rh) < 240 || json_integer_value(rh) > 2160)
+			return err_param(e, "resolution",
+					 "resolution: [width, height] within 320x240..3840x2160");
+		sc.width = (int)json_integer_value(rw);
+		sc.height = (int)json_integer_value(rh);
+	}
+	long long idle = c->cfg.default_idle_s;
+	if (param_int(params, "idle_timeout_s", 10, 7 * 86400, &idle, e) < 0)
+		return -1;
+	sc.idle_timeout_s = (int)idle;
+	json_t *meta = NULL;
+	if (param_object(params, "metadata", &meta, e) < 0)
+		return -1;
+	sc.metadata = meta ? json_deep_copy(meta) : json_object();
+	const char *ext = NULL, *session = NULL;
+	if (param_str(params, "external_workspace_id", &ext, e) < 0 ||
+	    param_str(params, "session", &session, e) < 0)
+		goto fail;
+	if (ext && strlen(ext) >= sizeof sc.external_workspace_id) {
+		err_param(e, "external_workspace_id", "external_workspace_id: at most 127 bytes");
+		goto fail;
+	}
+	snprintf(sc.external_workspace_id, sizeof sc.external_workspace_id, "%s", ext ? ext : "");
+	if (session) {
+		char dir[512];
+		if (core_session_dir_for(c, sc.workspace, session, dir, sizeof dir, e) < 0)
+			goto fail;
+		snprintf(sc.session_id, sizeof sc.session_id, "%s", session);
+	}
+	if (core_check_limit(c, sc.workspace, e) < 0)
+		goto fail;
+	if (strcmp(sc.kind, "desktop") == 0) {
+		int claimed = pool_claim(c, sc.workspace, sc.size, params, out, e);
+		if (claimed != 0) {
+			store_computer_clear(&sc);
+			return claimed < 0 ? -1 : 0;
+		}
+	}
+	unsigned char tok[24];
+	int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (rfd < 0 || read(rfd, tok, sizeof tok) != (ssize_t)sizeof tok) {
+		if (rfd >= 0)
+			close(rfd);
+		err_set(e, ERR_INTERNAL, "no randomness for the computer's token");
+		goto fail;
+	}
+	close(rfd);
+	for (size_t i = 0; i < sizeof tok; i++)
+		snprintf(sc.envd_token + 2 * i, 3, "%02x", tok[i]);
+	snprintf(sc.state, sizeof sc.state, "provisioning");
+	sc.driver_state = json_object();
+	sc.last_activity_ms = core_now_ms();
+	if (store_computer_insert(c->store, &sc, e) < 0)
+		goto fail;
+	if (!core_rt_add(c, &sc)) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	core_background(c, sc.id, JOB_BOOT);
+	*out = core_json_public(&sc);
+	store_computer_clear(&sc);
+	return 0;
+fail:
+	store_computer_clear(&sc);
+	return -1;
+}
+
+int core_get(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
+{
+	struct store_computer sc = {0};
+	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
+		return -1;
+	*out = core_json_public(&sc);
+	store_computer_clear(&sc);
+	return 0;
+}
+
+int core_list(struct core *c, const char *ws, const char *state, const char *kind, json_t **out,
+	      struct err *e)
+{
+	struct store_filter f = {.workspace = ws, .state = state, .kind = kind};
+	struct store_computer *all = NULL;
+	size_t n = 0;
+	if (store_computer_list(c->store, &f, &all, &n, e) < 0)
+		return -1;
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_array_append_new(arr, core_json_public(&all[i]));
+		store_computer_clear(&all[i]);
+	}
+	free(all);
+	*out = json_pack("{s:o}", "computers", arr);
+	return 0;
+}
+
+int core_stop(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
+{
+	struct store_computer sc = {0};
+	struct core_rt *rt;
+	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
+		return -1;
+	int rc = 0;
+	if (strcmp(sc.state, "running") == 0)
+		rc = core_do_stop(c, &sc, e);
+	else if (strcmp(sc.state, "stopped") != 0)
+		rc = err_set(e, ERR_CONFLICT, "computer %s is %s; only a running computer stops",
+			     id, sc.state);
+	if (rc == 0)
+		*out = core_json_public(&sc);
+	pthread_mutex_unlock(&rt->op);
+	store_computer_clear(&sc);
+	return rc;
+}
+
+int core_start(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
+{
+	struct store_computer sc = {0};
+	struct core_rt *rt;
+	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
+		return -1;
+	int rc = 0;
+	if (strcmp(sc.state, "stopped") == 0) {
+		rc = core_check_limit(c, sc.workspace, e);
+		if (rc == 0)
+			rc = core_set_state(c, &sc, "starting", NULL, e);
+		if (rc == 0)
+			rc = core_boot(c, &sc, false, e);
+	} else if (strcmp(sc.state, "running") != 0) {
+		rc = err_set(e, ERR_CONFLICT, "computer %s is %s; only a stopped computer starts",
+			     id, sc.state);
+	}
+	if (rc == 0)
+		*out = core_json_public(&sc);
+	pthread_mutex_unlock(&rt->op);
+	store_computer_clear(&sc);
+	return rc;
+}
+
+int core_delete(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
+{
+	struct store_computer sc = {0};
+	struct core_rt *rt;
+	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
+		return -1;
+	int rc = 0;
+	if (strcmp(sc.state, "deleted") != 0)
+		rc = core_do_delete(c, &sc, e);
+	if (rc == 0)
+		*out = core_json_public(&sc);
+	pthread_mutex_unlock(&rt->op);
+	store_computer_clear(&sc);
+	return rc;
+}
+
+int core_wait(struct core *c, const char *id, const char *ws, const char *state, int timeout_s,
+	      json_t **out, struct err *e)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_s;
+	struct store_computer sc = {0};
+	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
+		return -1;
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct core_rt *r = core_rt_find(c, id);
+		const char *now = r ? r->state : sc.state;
+		if (strcmp(now, state) == 0 || strcmp(now, "error") == 0 ||
+		    strcmp(now, "deleted") == 0)
+			break;
+		if (pthread_cond_timedwait(&c->changed, &c->lock, &until) == ETIMEDOUT) {
+			pthread_mutex_unlock(&c->lock);
+			store_computer_clear(&sc);
+			return err_set(e, ERR_TIMEOUT, "computer %s is still %s after %d s", id,
+				       now, timeout_s);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	store_computer_clear(&sc);
+	return core_get(c, id, ws, out, e);
+}
+
+int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, json_t **out,
+	       struct err *e)
+{
+	return store_usage_query(c->store, ws, from_ms, to_ms, &c->cfg.rates, out, e);
+}
+
+char *core_metrics(struct core *c)
+{
+	static const char *const states[] = {"provisioning", "starting", "running", "stopping",
+					     "stopped",	     "deleting", "error"};
+	int counts[7] = {0};
+	pthread_mutex_lock(&c->lock);
+	for (struct core_rt *r = c->rts; r; r = r->next)
+		for (int i = 0; i < 7; i++)
+			if (strcmp(r->state, states[i]) == 0)
+				counts[i]++;
+	uint64_t actions = c->actions_total, errors = c->action_errors_total;
+	pthread_mutex_unlock(&c->lock);
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	if (!f)
+		return NULL;
+	fprintf(f,
+		"# HELP cubicle_computers Computers by state.\n# TYPE cubicle_computers gauge\n");
+	for (int i = 0; i < 7; i++)
+		fprintf(f, "cubicle_computers{state=\"%s\"} %d\n", states[i], counts[i]);
+	fprintf(f,
+		"# HELP cubicle_actions_total Actions proxied to computers.\n"
+		"# TYPE cubicle_actions_total counter\ncubicle_actions_total %llu\n",
+		(unsigned long long)actions);
+	fprintf(f,
+		"# HELP cubicle_action_errors_total Proxied actions that failed.\n"
+		"# TYPE cubicle_action_errors_total counter\ncubicle_action_errors_total %llu\n",
+		(unsigned long long)errors);
+	fclose(f);
+	return out;
+}
+
+/* ---- the ticker: usage every second, idle timeouts ------------------------------ */
+
+static void core_tick(struct core *c)
+{
+	int64_t now = core_now_ms();
+	store_usage_tick(c->store, now, NULL);
+	struct {
+		char id[40];
+		int kind;
+	} idle[32];
+	int nidle = 0;
+	pthread_mutex_lock(&c->lock);
+	for (struct core_rt *r = c->rts; r; r = r->next) {
+		if (r->activity_dirty) {
+			store_computer_touch(c->store, r->id, r->last_activity_ms, NULL);
+			r->activity_dirty = false;
+		}
+		if (strcmp(r->state, "running") == 0 && r->idle_s > 0 &&
+		    now - r->last_activity_ms > (int64_t)r->idle_s * 1000 && nidle < 32) {
+			snprintf(idle[nidle].id, sizeof idle[0].id, "%s", r->id);
+			/* Desktops keep their state; sandboxes are throwaway. */
+			idle[nidle].kind = strcmp(r->kind, "desktop") == 0 ? JOB_STOP : JOB_DELETE;
+			r->last_activity_ms = now; /* one attempt per timeout */
+			nidle++;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	pool_tick(c);
+	for (int i = 0; i < nidle; i++) {
+		fprintf(stderr, "cubicled: %s idle: %s\n", idle[i].id,
+			idle[i].kind == JOB_STOP ? "stopping" : "deleting");
+		core_background(c, idle[i].id, idle[i].kind);
+	}
+}
+
+static void *core_ticker_main(void *arg)
+{
+	struct core *c = arg;
+	for (;;) {
+		struct pollfd p = {c->wake[0], POLLIN, 0};
+		if (poll(&p, 1, 1000) > 0)
+			break;
+		core_tick(c);
+	}
+	return NULL;
+}
+
+/* ---- recovery ------------------------------------------------------------------- */
+
+static void core_recover_one(struct core *c, struct store_computer *sc)
+{
+	struct core_paths p;
+	struct driver_computer dc;
+	core_driver_computer(c, sc, &p, &dc);
+	struct core_rt *r = core_rt_add(c, sc);
+	const char *s = sc->state;
+	if (strcmp(s, "deleting") == 0) {
+		core_do_delete(c, sc, NULL);
+		return;
+	}
+	if (strcmp(s, "stopping") == 0) {
+		struct err ignore;
+		c->driver->stop(&dc, &ignore);
+		core_set_state(c, sc, "stopped", NULL, NULL);
+		return;
+	}
+	if (strcmp(s, "running") == 0 || strcmp(s, "provisioning") == 0 ||
+	    strcmp(s, "starting") == 0) {
+		char address[320];
+		if (c->driver->alive(&dc) &&
+		    c->driver->envd_address(&dc, address, sizeof address, NULL) == 0) {
+			if (r)
+				snprintf(r->address, sizeof r->address, "%s", address);
+			if (strcmp(s, "running") != 0) {
+				/* It came up while we were down: bill from now on. */
+				store_usage_switch(c->store, sc->id, sc->workspace, sc->size,
+						   "running", core_now_ms(), NULL);
+				core_set_state(c, sc, "running", NULL, NULL);
+			}
+			fprintf(stderr, "cubicled: adopted %s (running)\n", sc->id);
+			return;
+		}
+		char why[200];
+		snprintf(why, sizeof why,
+			 "its processes were gone when cubicled restarted (it was %s)", s);
+		struct err ignore;
+		c->driver->stop(&dc, &ignore);
+		core_set_state(c, sc, "error", why, NULL);
+		fprintf(stderr, "cubicled: %s: %s\n", sc->id, why);
+	}
+}
+
+static int core_recover(struct core *c, struct err *e)
+{
+	struct store_open_segment *segs = NULL;
+	size_t nsegs = 0;
+	if (store_usage_open_segments(c->store, &segs, &nsegs, e) < 0)
+		return -1;
+	struct store_filter f = {0};
+	struct store_computer *all = NULL;
+	size_t n = 0;
+	if (store_computer_list(c->store, &f, &all, &n, e) < 0) {
+		free(segs);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		core_recover_one(c, &all[i]);
+	/* Open segments of computers that did not survive end at their last tick:
+	 * at most one second after they really stopped counting. */
+	for (size_t s = 0; s < nsegs; s++) {
+		bool alive = false;
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(all[i].id, segs[s].computer) == 0)
+				alive = strcmp(all[i].state, "running") == 0 ||
+					strcmp(all[i].state, "stopped") == 0;
+		if (!alive)
+			store_usage_switch(c->store, segs[s].computer, "", "", NULL, segs[s].end_ms,
+					   NULL);
+	}
+	for (size_t i = 0; i < n; i++)
+		store_computer_clear(&all[i]);
+	free(all);
+	free(segs);
+	/* The survivors ran (or stayed stopped) while we were down: count it. */
+	return store_usage_tick(c->store, core_now_ms(), e);
+}
+
+struct core *core_open(const struct core_config *cfg, struct store *store, struct err *e)
+{
+	struct core *c = calloc(1, sizeof *c);
+	if (!c) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	c->cfg = *cfg;
+	if (c->cfg.ready_timeout_s <= 0)
+		c->cfg.ready_timeout_s = 120;
+	if (c->cfg.default_idle_s <= 0)
+		c->cfg.default_idle_s = 600;
+	if (c->cfg.default_max_running <= 0)
+		c->cfg.default_max_running = 10;
+	c->store = store;
+	c->driver = &driver_container;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->changed, NULL);
+	char dir[600];
+	snprintf(dir, sizeof dir, "%s/computers", cfg->state_dir);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
+	mkdir(dir, 0711);
+	char why[256] = "";
+	if (!c->driver->available(why, sizeof why))
+		fprintf(stderr, "cubicled: the %s driver is not usable here: %s\n", c->driver->name,
+			why);
+	if (core_recover(c, e) < 0 || pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
+	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
+		if (!e || !e->message[0])
+			err_set(e, ERR_INTERNAL, "cannot start the core");
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void core_close(struct core *c)
+{
+	if (!c)
+		return;
+	if (write(c->wake[1], "x", 1) < 0) {
+		/* the ticker also ends when the pipe closes */
+	}
+	pthread_join(c->ticker, NULL);
+	/* Let boots and idle operations finish writing their state. */
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	pthread_mutex_lock(&c->lock);
+	while (c->background > 0)
+		if (pthread_cond_timedwait(&c->changed, &c->lock, &until) == ETIMEDOUT)
+			break;
+	int left = c->background;
+	pthread_mutex_unlock(&c->lock);
+	if (left > 0)
+		return; /* they still use c: the process is exiting anyway */
+	close(c->wake[0]);
+	close(c->wake[1]);
+	while (c->rts) {
+		struct core_rt *r = c->rts;
+		c->rts = r->next;
+		pthread_mutex_destroy(&r->op);
+		free(r);
+	}
+	pthread_cond_destroy(&c->changed);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}

@@ -1,0 +1,87 @@
+/*
+ * core: the computers — their lifecycle, limits, idle timeouts and billing.
+ *
+ *   provisioning → running ⇄ stopped → deleted, and error (with a reason)
+ *   (transient: starting, stopping, deleting)
+ *
+ * Every transition is written to the store before the driver acts, so a
+ * restarted cubicled finds each computer where it was: core_open() adopts
+ * the ones still running, finishes interrupted stops and deletes, and marks
+ * the ones that died (error, with the reason) after cleaning them up. A
+ * ticker thread moves the usage ledger forward every second and stops idle
+ * desktops or deletes idle sandboxes. Callers are API worker threads;
+ * `ws` is the caller's workspace, NULL for the admin (sees everything).
+ */
+#ifndef CUBICLE_CORE_H
+#define CUBICLE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "envd_client.h"
+#include "err.h"
+#include "store.h"
+
+struct core_config {
+	const char *state_dir;	/* computers/<id>/, sessions/<id>/ live here */
+	const char *images_dir; /* <images>/<desktop|sandbox>/ */
+	struct store_rates rates;
+	int default_idle_s;			 /* 600 */
+	int default_max_running;		 /* per workspace, when the workspace sets none */
+	int ready_timeout_s;			 /* boot → envd ready, then error (default 120) */
+	int warm_small, warm_medium, warm_large; /* desktops kept started per size */
+};
+
+struct core;
+
+/* Opens the core over an open store and recovers every computer. */
+struct core *core_open(const struct core_config *cfg, struct store *store, struct err *e);
+/* Stops the ticker. Computers keep running (a restarted cubicled adopts them). */
+void core_close(struct core *c);
+
+/* POST /v1/computers: validates params, records the computer (provisioning)
+ * and boots it in the background. *out is its JSON. */
+int core_create(struct core *c, const char *ws, const json_t *params, json_t **out, struct err *e);
+int core_get(struct core *c, const char *id, const char *ws, json_t **out, struct err *e);
+/* {"computers":[...]} filtered by state and kind (NULL = any). */
+int core_list(struct core *c, const char *ws, const char *state, const char *kind, json_t **out,
+	      struct err *e);
+/* These return once done (the computer's JSON in *out). */
+int core_stop(struct core *c, const char *id, const char *ws, json_t **out, struct err *e);
+int core_start(struct core *c, const char *id, const char *ws, json_t **out, struct err *e);
+int core_delete(struct core *c, const char *id, const char *ws, json_t **out, struct err *e);
+
+/* Waits until the computer is in `state` (or error/deleted, which end the
+ * wait too) for up to timeout_s; *out is its JSON then. ERR_TIMEOUT else. */
+int core_wait(struct core *c, const char *id, const char *ws, const char *state, int timeout_s,
+	      json_t **out, struct err *e);
+
+/* Proxies an action to the computer's envd; counts as activity. A display
+ * action on a sandbox is ERR_CONFLICT; a computer not running likewise. */
+int core_action(struct core *c, const char *id, const char *ws, const char *action,
+		const char *body, size_t len, struct envd_reply *r, struct err *e);
+/* Files: GET into fd / PUT from fd (len bytes). */
+int core_file_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
+		  struct envd_reply *r, struct err *e);
+int core_file_put(struct core *c, const char *id, const char *ws, const char *path, int fd,
+		  uint64_t len, struct envd_reply *r, struct err *e);
+
+/*
+ * Session files without a computer: path is relative to the session
+ * ("output/report.txt") and cannot leave it. GET opens for reading (fd and
+ * size out), PUT writes fd's len bytes atomically. Sessions belong to a
+ * workspace: ws NULL (admin) needs `workspace`.
+ */
+int core_session_open(struct core *c, const char *ws, const char *session, const char *path,
+		      int *fd, uint64_t *size, struct err *e);
+int core_session_write(struct core *c, const char *ws, const char *session, const char *path,
+		       int from_fd, struct err *e);
+
+int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, json_t **out,
+	       struct err *e);
+
+/* Prometheus text (malloc'd). */
+char *core_metrics(struct core *c);
+
+#endif

@@ -1,0 +1,151 @@
+/*
+ * pool: the warm pool. A few desktops per size are kept started in a
+ * workspace of their own, so a create that matches (a desktop of that size
+ * at the default resolution, without a session, which must be mounted at
+ * boot) gets a running computer at once: the claim moves it to the
+ * caller's workspace and re-opens its usage there from that instant. The
+ * pool's own running time is billed to the pool workspace: the operator's
+ * cost, visible in /v1/usage like any other.
+ */
+#include "core-internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sizes.h"
+
+#define POOL_WORKSPACE "cubicle-warm-pool"
+
+int pool_open(struct core *c, struct err *e)
+{
+	c->pool_ws[0] = 0;
+	if (c->cfg.warm_small + c->cfg.warm_medium + c->cfg.warm_large == 0)
+		return 0;
+	json_t *all = NULL;
+	if (store_workspace_list(c->store, &all, e) < 0)
+		return -1;
+	size_t i;
+	json_t *w;
+	json_array_foreach(all, i, w)
+	{
+		if (strcmp(json_string_value(json_object_get(w, "name")), POOL_WORKSPACE) == 0)
+			snprintf(c->pool_ws, sizeof c->pool_ws, "%s",
+				 json_string_value(json_object_get(w, "id")));
+	}
+	json_decref(all);
+	if (c->pool_ws[0])
+		return 0;
+	struct store_workspace ws;
+	if (store_workspace_create(c->store, POOL_WORKSPACE, 1000, &ws, e) < 0)
+		return -1;
+	snprintf(c->pool_ws, sizeof c->pool_ws, "%s", ws.id);
+	return 0;
+}
+
+static int pool_want(const struct core *c, const char *size)
+{
+	if (strcmp(size, "small") == 0)
+		return c->cfg.warm_small;
+	if (strcmp(size, "medium") == 0)
+		return c->cfg.warm_medium;
+	if (strcmp(size, "large") == 0)
+		return c->cfg.warm_large;
+	return 0;
+}
+
+/* Starts one more pool desktop of each size that is short. */
+void pool_tick(struct core *c)
+{
+	if (!c->pool_ws[0] || c->stopping)
+		return;
+	static const char *const sizes[] = {"small", "medium", "large"};
+	for (int s = 0; s < 3; s++) {
+		int want = pool_want(c, sizes[s]);
+		if (want == 0)
+			continue;
+		int have = 0;
+		pthread_mutex_lock(&c->lock);
+		for (struct core_rt *r = c->rts; r; r = r->next)
+			if (strcmp(r->ws, c->pool_ws) == 0 && strcmp(r->size, sizes[s]) == 0 &&
+			    (strcmp(r->state, "provisioning") == 0 ||
+			     strcmp(r->state, "running") == 0))
+				have++;
+		pthread_mutex_unlock(&c->lock);
+		if (have >= want)
+			continue;
+		json_t *params =
+		    json_pack("{s:s, s:s, s:s, s:i}", "kind", "desktop", "size", sizes[s],
+			      "workspace", c->pool_ws, "idle_timeout_s", 7 * 86400);
+		json_t *out = NULL;
+		struct err e = {0};
+		if (core_create(c, NULL, params, &out, &e) < 0)
+			fprintf(stderr, "cubicled: warm pool: cannot start a %s desktop: %s\n",
+				sizes[s], e.message);
+		json_decref(out);
+		json_decref(params);
+	}
+}
+
+int pool_claim(struct core *c, const char *ws, const char *size, const json_t *params, json_t **out,
+	       struct err *e)
+{
+	if (!c->pool_ws[0] || strcmp(ws, c->pool_ws) == 0 || json_object_get(params, "session") ||
+	    json_object_get(params, "resolution"))
+		return 0;
+	for (int attempt = 0; attempt < 4; attempt++) {
+		char id[40] = "";
+		pthread_mutex_lock(&c->lock);
+		for (struct core_rt *r = c->rts; r && !id[0]; r = r->next)
+			if (strcmp(r->ws, c->pool_ws) == 0 && strcmp(r->size, size) == 0 &&
+			    strcmp(r->state, "running") == 0)
+				snprintf(id, sizeof id, "%s", r->id);
+		pthread_mutex_unlock(&c->lock);
+		if (!id[0])
+			return 0;
+		struct store_computer sc = {0};
+		if (store_computer_get(c->store, id, NULL, &sc, NULL) < 0)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		struct core_rt *r = core_rt_find(c, id);
+		pthread_mutex_unlock(&c->lock);
+		if (!r || pthread_mutex_trylock(&r->op) != 0) {
+			store_computer_clear(&sc);
+			continue; /* someone else is claiming it */
+		}
+		store_computer_clear(&sc);
+		if (store_computer_get(c->store, id, NULL, &sc, NULL) < 0 ||
+		    strcmp(sc.workspace, c->pool_ws) != 0 || strcmp(sc.state, "running") != 0) {
+			pthread_mutex_unlock(&r->op);
+			store_computer_clear(&sc);
+			continue;
+		}
+		int64_t now = core_now_ms();
+		snprintf(sc.workspace, sizeof sc.workspace, "%s", ws);
+		json_t *meta = json_object_get(params, "metadata");
+		json_decref(sc.metadata);
+		sc.metadata = json_is_object(meta) ? json_deep_copy(meta) : json_object();
+		const char *ext =
+		    json_string_value(json_object_get(params, "external_workspace_id"));
+		snprintf(sc.external_workspace_id, sizeof sc.external_workspace_id, "%s",
+			 ext ? ext : "");
+		json_t *idle = json_object_get(params, "idle_timeout_s");
+		sc.idle_timeout_s =
+		    json_is_integer(idle) ? (int)json_integer_value(idle) : c->cfg.default_idle_s;
+		sc.last_activity_ms = now;
+		int rc = store_computer_update(c->store, &sc, e);
+		if (rc == 0)
+			rc = store_usage_switch(c->store, sc.id, ws, sc.size, "running", now, e);
+		if (rc == 0) {
+			pthread_mutex_lock(&c->lock);
+			snprintf(r->ws, sizeof r->ws, "%s", ws);
+			r->idle_s = sc.idle_timeout_s;
+			r->last_activity_ms = now;
+			pthread_mutex_unlock(&c->lock);
+			*out = core_json_public(&sc);
+		}
+		pthread_mutex_unlock(&r->op);
+		store_computer_clear(&sc);
+		return rc < 0 ? -1 : 1;
+	}
+	return 0;
+}

@@ -1,0 +1,197 @@
+/*
+ * proxy: the hot path from the API to a computer's envd, and session files.
+ *
+ * An action needs the computer's envd address and token, which the runtime
+ * record holds in memory: no database round trip per click. Activity is
+ * recorded in memory too and written by the ticker once a second.
+ */
+#include "core-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int core_rt_running(struct core *c, const char *id, const char *ws, char *address, size_t alen,
+		    char *token, size_t tlen, char *kind, size_t klen, struct err *e)
+{
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	if (!r || (ws && strcmp(r->ws, ws) != 0)) {
+		pthread_mutex_unlock(&c->lock);
+		return err_set(e, ERR_NOT_FOUND, "no computer %.40s", id);
+	}
+	if (strcmp(r->state, "running") != 0 || !r->address[0]) {
+		err_set(e, ERR_CONFLICT, "computer %s is %s, not running%s", id, r->state,
+			strcmp(r->state, "stopped") == 0 ? "; POST .../start first" : "");
+		pthread_mutex_unlock(&c->lock);
+		return -1;
+	}
+	snprintf(address, alen, "%s", r->address);
+	snprintf(token, tlen, "%s", r->token);
+	if (kind)
+		snprintf(kind, klen, "%s", r->kind);
+	r->last_activity_ms = core_now_ms();
+	r->activity_dirty = true;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+static void core_count(struct core *c, bool failed)
+{
+	pthread_mutex_lock(&c->lock);
+	c->actions_total++;
+	if (failed)
+		c->action_errors_total++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int core_action(struct core *c, const char *id, const char *ws, const char *action,
+		const char *body, size_t len, struct envd_reply *r, struct err *e)
+{
+	for (const char *p = action; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || *p == '_' || (*p >= '0' && *p <= '9')))
+			return err_set(e, ERR_NOT_FOUND, "no action named '%.60s'", action);
+	char address[320], token[80], kind[16];
+	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, kind,
+			    sizeof kind, e) < 0)
+		return -1;
+	/* bash/python carry their own timeout_s; leave room for it. */
+	int rc = envd_action(address, token, action, body, len, 0, r, e);
+	core_count(c, rc < 0 || r->status >= 500);
+	return rc;
+}
+
+int core_file_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
+		  struct envd_reply *r, struct err *e)
+{
+	char address[320], token[80];
+	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, NULL, 0, e) <
+	    0)
+		return -1;
+	return envd_download(address, token, path, fd, r, e);
+}
+
+int core_file_put(struct core *c, const char *id, const char *ws, const char *path, int fd,
+		  uint64_t len, struct envd_reply *r, struct err *e)
+{
+	char address[320], token[80];
+	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, NULL, 0, e) <
+	    0)
+		return -1;
+	return envd_upload(address, token, path, fd, len, r, e);
+}
+
+/* ---- sessions ------------------------------------------------------------------- */
+
+static bool core_session_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_'))
+			return false;
+	return true;
+}
+
+int core_session_dir_for(struct core *c, const char *ws, const char *session, char *out, size_t len,
+			 struct err *e)
+{
+	if (!core_session_name_ok(session))
+		return err_param(e, "session", "session: 1 to 64 of A-Z a-z 0-9 - _, not '%.70s'",
+				 session);
+	char wsdir[600];
+	snprintf(wsdir, sizeof wsdir, "%s/sessions/%s", c->cfg.state_dir, ws);
+	mkdir(wsdir, 0711);
+	snprintf(out, len, "%s/%s", wsdir, session);
+	if (mkdir(out, 0755) < 0 && errno != EEXIST)
+		return err_set(e, ERR_INTERNAL, "cannot create the session directory: %s",
+			       strerror(errno));
+	static const char *const subs[] = {"input", "output", "working"};
+	for (size_t i = 0; i < 3; i++) {
+		char sub[700];
+		snprintf(sub, sizeof sub, "%s/%s", out, subs[i]);
+		mkdir(sub, 0755);
+	}
+	return 0;
+}
+
+/* Opens path beneath the session directory: no "..", no symlink out. */
+static int core_session_openat(struct core *c, const char *ws, const char *session,
+			       const char *path, int flags, mode_t mode, struct err *e)
+{
+	if (!ws)
+		return err_param(e, "workspace", "workspace: required with the admin key");
+	char dir[600];
+	if (core_session_dir_for(c, ws, session, dir, sizeof dir, e) < 0)
+		return -1;
+	if (!path || !*path || path[0] == '/')
+		return err_param(e, "path",
+				 "path: a path inside the session, like output/report.txt");
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return err_set(e, ERR_INTERNAL, "cannot open the session: %s", strerror(errno));
+	struct open_how how = {
+	    .flags = (uint64_t)(flags | O_CLOEXEC),
+	    .mode = mode,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof how);
+	int err = errno;
+	close(dfd);
+	if (fd < 0) {
+		if (err == EXDEV)
+			return err_param(e, "path", "path: '%s' leaves the session", path);
+		if (err == ENOENT)
+			return err_set(e, ERR_NOT_FOUND, "no file '%s' in session %s", path,
+				       session);
+		return err_set(e, err == EISDIR ? ERR_INVALID : ERR_INTERNAL,
+			       "cannot open '%s': %s", path, strerror(err));
+	}
+	return fd;
+}
+
+int core_session_open(struct core *c, const char *ws, const char *session, const char *path,
+		      int *fd, uint64_t *size, struct err *e)
+{
+	int f = core_session_openat(c, ws, session, path, O_RDONLY, 0, e);
+	if (f < 0)
+		return -1;
+	struct stat st;
+	if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(f);
+		return err_param(e, "path", "path: '%s' is not a regular file", path);
+	}
+	*fd = f;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int core_session_write(struct core *c, const char *ws, const char *session, const char *path,
+		       int from_fd, struct err *e)
+{
+	int f = core_session_openat(c, ws, session, path, O_WRONLY | O_CREAT | O_TRUNC, 0644, e);
+	if (f < 0)
+		return -1;
+	char buf[65536];
+	ssize_t n;
+	lseek(from_fd, 0, SEEK_SET);
+	while ((n = read(from_fd, buf, sizeof buf)) > 0) {
+		if (write(f, buf, (size_t)n) != n) {
+			close(f);
+			return err_set(e, ERR_INTERNAL, "cannot write '%s': %s", path,
+				       strerror(errno));
+		}
+	}
+	/* Guests write here as their own uid: keep it writable for them. */
+	fchmod(f, 0666);
+	close(f);
+	return 0;
+}

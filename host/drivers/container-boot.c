@@ -1,0 +1,682 @@
+/*
+ * container-boot: the launcher, the guest's init before its exec, and the
+ * network helper (see container-boot.h for the process tree).
+ *
+ * Why it is done this way:
+ * - The caller is a multi-threaded service. Its forked children only make
+ *   system calls on memory the caller prepared; every descriptor the
+ *   launcher does not need is closed, and descriptors it creates are
+ *   close-on-exec, so neither the guest nor slirp4netns inherits a socket or
+ *   database of cubicled's.
+ * - The image belongs to the host's root. Shifting ownership is done with an
+ *   idmapped mount of the image (host uid 0 → the computer's uid_base) that
+ *   the launcher makes with init's user namespace and hands to init; the
+ *   overlay's upper layer then stores the guest's files under the
+ *   computer's own unprivileged range, so a file the guest's root owns is
+ *   owned by nobody in particular on the host.
+ * - init resolves its host paths while it is still the host's uid 0 (it
+ *   is, until it switches to the mapped root): the owner bits of root's
+ *   0700 state directories let it through, where the mapped root could not
+ *   even look. It resolves them relative to the working directory the
+ *   launcher sets (the computer's dir), in its own mount namespace: the
+ *   overlay only accepts layers from the namespace that mounts it.
+ * - The overlay is made with the new mount API so init keeps a descriptor
+ *   on the merged root and can mount proc, /dev, /run... relative to it
+ *   before pivot_root.
+ * - Every step names itself in the error the caller gets back.
+ */
+#include "container-boot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/close_range.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* What the launcher tells the caller, in one atomic pipe write. */
+struct boot_report {
+	int ok;
+	int init_pid;
+	int slirp_pid;
+	unsigned long long init_start;
+	unsigned long long slirp_start;
+	char message[480];
+};
+
+/* clone3's arguments, version 0 (64 bytes): the fields up to tls. */
+struct boot_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+};
+
+/* ---- /proc/<pid>/stat ----------------------------------------------------- */
+
+int container_proc_stat(pid_t pid, unsigned long long *start, char *state)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* The command name may hold spaces and parentheses: fields restart
+	 * after the last ')'. Field 3 is the state, field 22 the start time. */
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return -1;
+	p += 2;
+	if (state)
+		*state = *p;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return -1;
+		p++;
+	}
+	if (start)
+		*start = strtoull(p, NULL, 10);
+	return 0;
+}
+
+int container_proc_alive(pid_t pid, unsigned long long start)
+{
+	unsigned long long s;
+	char st;
+	if (pid <= 0 || container_proc_stat(pid, &s, &st) < 0)
+		return 0;
+	return s == start && st != 'Z' && st != 'X';
+}
+
+/* ---- small system-call helpers for the forked children ------------------- */
+
+/* Writes "step: strerror(err)[: detail]" to fd (the way back to the launcher
+ * or the caller) and exits. */
+static void boot_die(int fd, const char *step, int err, const char *detail)
+{
+	char msg[480];
+	int n = snprintf(msg, sizeof(msg), "%s: %s%s%s", step, strerror(err), detail ? ": " : "",
+			 detail ? detail : "");
+	if (n > 0)
+		(void)!write(fd, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+	_exit(1);
+}
+
+static int boot_write_file(const char *path, const char *data)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, data, strlen(data));
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return n == (ssize_t)strlen(data) ? 0 : -1;
+}
+
+static int boot_poll_in(int fd, int timeout_ms)
+{
+	struct pollfd pfd = {fd, POLLIN, 0};
+	for (;;) {
+		int r = poll(&pfd, 1, timeout_ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		return r;
+	}
+}
+
+/* ---- the guest's init, from clone to exec -------------------------------- */
+
+/* Receives the idmapped image tree the launcher made; -1 when it gave up. */
+static int boot_recv_tree(int sock)
+{
+	char byte;
+	struct iovec iov = {&byte, 1};
+	union {
+		struct cmsghdr hdr;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	ssize_t n;
+	do
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return -1;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -1;
+	int fd;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+static int boot_open_dir(int sock, const char *path)
+{
+	int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		boot_die(sock, "open host directory", errno, path);
+	return fd;
+}
+
+static void boot_fdpath(char out[32], int fd)
+{
+	snprintf(out, 32, "/proc/self/fd/%d", fd);
+}
+
+static void boot_mount(int sock, const char *src, const char *target, const char *type,
+		       unsigned long flags, const char *data)
+{
+	if (mount(src, target, type, flags, data) < 0)
+		boot_die(sock, "mount", errno, target);
+}
+
+/* A bind mount, then the same mount made read-only/nosuid/... as asked. */
+static void boot_bind(int sock, const char *src, const char *target, unsigned long extra)
+{
+	boot_mount(sock, src, target, NULL, MS_BIND | MS_REC, NULL);
+	if (extra)
+		boot_mount(sock, NULL, target, NULL, MS_REMOUNT | MS_BIND | extra, NULL);
+}
+
+/* Creates an empty file to bind a device node or a mask onto. */
+static void boot_touch(int sock, const char *path)
+{
+	int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		boot_die(sock, "create mount point", errno, path);
+	close(fd);
+}
+
+static void boot_mkdir(int sock, const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		boot_die(sock, "mkdir", errno, path);
+	if (chmod(path, mode) < 0)
+		boot_die(sock, "chmod", errno, path);
+}
+
+/* The overlay: image (idmapped) below, the computer's upper/ above. */
+static int boot_overlay(int sock, int tree, int upper, int work)
+{
+	char lower_s[32], upper_s[32], work_s[32];
+	boot_fdpath(lower_s, tree);
+	boot_fdpath(upper_s, upper);
+	boot_fdpath(work_s, work);
+	int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		boot_die(sock, "fsopen overlay", errno, NULL);
+	if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", lower_s, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper_s, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work_s, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+		int saved = errno;
+		char log[256] = "";
+		ssize_t n = read(fs, log, sizeof(log) - 1); /* the kernel's reason, if any */
+		if (n > 0)
+			log[n] = '\0';
+		else
+			log[0] = '\0';
+		boot_die(sock, "mount the overlay", saved, log[0] ? log : NULL);
+	}
+	int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV);
+	if (m < 0)
+		boot_die(sock, "fsmount overlay", errno, NULL);
+	close(fs);
+	return m;
+}
+
+/* Brings the loopback interface of the new network namespace up. */
+static void boot_loopback_up(int sock)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		boot_die(sock, "socket for lo", errno, NULL);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		boot_die(sock, "get lo flags", errno, NULL);
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		boot_die(sock, "bring lo up", errno, NULL);
+	close(s);
+}
+
+/* /dev: a tmpfs with the host's harmless device nodes bound in, a private
+ * devpts and a tmpfs for POSIX shared memory. Relative to the new root. */
+static void boot_dev(int sock)
+{
+	boot_mount(sock, "tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536k");
+	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+		char src[32], dst[32];
+		snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+		snprintf(dst, sizeof(dst), "dev/%s", nodes[i]);
+		boot_touch(sock, dst);
+		boot_bind(sock, src, dst, 0);
+	}
+	boot_mkdir(sock, "dev/pts", 0755);
+	boot_mkdir(sock, "dev/shm", 01777);
+	boot_mount(sock, "devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		   "newinstance,ptmxmode=0666,mode=0620,gid=5");
+	boot_mount(sock, "shm", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	static const char *const links[][2] = {{"pts/ptmx", "dev/ptmx"},
+					       {"/proc/self/fd", "dev/fd"},
+					       {"/proc/self/fd/0", "dev/stdin"},
+					       {"/proc/self/fd/1", "dev/stdout"},
+					       {"/proc/self/fd/2", "dev/stderr"}};
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+		if (symlink(links[i][0], links[i][1]) < 0)
+			boot_die(sock, "symlink", errno, links[i][1]);
+}
+
+/* Docker's read-only and masked /proc paths: what a guest could use to poke
+ * the host kernel or read its secrets. */
+static void boot_proc_mask(int sock)
+{
+	static const char *const ro[] = {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus",
+					 "proc/fs"};
+	for (size_t i = 0; i < sizeof(ro) / sizeof(ro[0]); i++)
+		if (access(ro[i], F_OK) == 0)
+			boot_bind(sock, ro[i], ro[i], MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+	static const char *const files[] = {"proc/kcore", "proc/keys", "proc/timer_list",
+					    "proc/sched_debug", "proc/latency_stats"};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (access(files[i], F_OK) == 0)
+			boot_bind(sock, "dev/null", files[i], 0);
+	static const char *const dirs[] = {"proc/acpi", "proc/scsi", "sys/firmware"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (access(dirs[i], F_OK) == 0)
+			boot_mount(sock, "tmpfs", dirs[i], "tmpfs",
+				   MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k");
+}
+
+/*
+ * The guest's pid 1 until exec. Never returns. `lifeline` is the write end
+ * of a pipe whose read end is slirp4netns' exit fd: init and its first
+ * child (envd) keep it open as fd 3, so the network helper exits by itself
+ * when the computer's last process does, even with no cubicled to stop it.
+ */
+static void boot_init(const struct boot_plan *p, int sock, int lifeline)
+{
+	/* Until the boot is done, a dying launcher takes init with it. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	int tree = boot_recv_tree(sock);
+	if (tree < 0)
+		_exit(1); /* the launcher gave up and says why itself */
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		boot_die(sock, "make mounts private", errno, NULL);
+	/* Host paths, while still the host's uid 0 (see the top of the file). */
+	int lower = boot_open_dir(sock, "lower");
+	int upper = boot_open_dir(sock, "upper");
+	int work = boot_open_dir(sock, "work");
+	int merged = boot_open_dir(sock, "merged");
+	int io = boot_open_dir(sock, "io");
+	int session = p->session_dir ? boot_open_dir(sock, p->session_dir) : -1;
+
+	if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
+		boot_die(sock, "become the guest's root", errno, NULL);
+	if (sethostname("cubicle", 7) < 0)
+		boot_die(sock, "sethostname", errno, NULL);
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		boot_die(sock, "cgroup namespace", errno, NULL);
+	boot_loopback_up(sock);
+
+	if (move_mount(tree, "", lower, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		boot_die(sock, "attach the image", errno, NULL);
+	int root = boot_overlay(sock, tree, upper, work);
+	if (move_mount(root, "", merged, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		boot_die(sock, "attach the overlay", errno, NULL);
+	if (fchdir(root) < 0)
+		boot_die(sock, "enter the overlay", errno, NULL);
+
+	boot_mount(sock, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	boot_mount(sock, "sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		   NULL);
+	boot_dev(sock);
+	boot_proc_mask(sock);
+	boot_mount(sock, "tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	boot_mount(sock, "tmpfs", "run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
+	boot_mkdir(sock, "run/lock", 01777);
+	boot_mkdir(sock, "run/cubicle", 0755);
+	char path[32];
+	boot_fdpath(path, io);
+	boot_bind(sock, path, "run/cubicle", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+	if (session >= 0) {
+		boot_mkdir(sock, "session", 0755);
+		boot_fdpath(path, session);
+		boot_bind(sock, path, "session", MS_NOSUID | MS_NODEV);
+	}
+
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		boot_die(sock, "pivot_root", errno, NULL);
+	if (umount2(".", MNT_DETACH) < 0)
+		boot_die(sock, "detach the host's root", errno, NULL);
+	if (chdir("/") < 0)
+		boot_die(sock, "chdir /", errno, NULL);
+
+	setsid();
+	umask(022);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0 || dup2(null, 0) < 0 || dup2(p->log_fd, 1) < 0 || dup2(p->log_fd, 2) < 0)
+		boot_die(sock, "set up stdin/stdout", errno, NULL);
+	/* From here the guest lives on its own: the launcher will exit. */
+	prctl(PR_SET_PDEATHSIG, 0);
+	/* Every other descriptor closes at exec; sock's closing tells the
+	 * launcher the exec happened. */
+	if (dup2(lifeline, 3) < 0 || syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0 ||
+	    fcntl(3, F_SETFD, 0) < 0)
+		boot_die(sock, "close_range", errno, NULL);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		boot_die(sock, "no_new_privs", errno, NULL);
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p->filter) < 0)
+		boot_die(sock, "install the seccomp filter", errno, NULL);
+	execve(p->argv[0], p->argv, p->envp);
+	boot_die(sock, "exec", errno, p->argv[0]);
+}
+
+/* ---- the launcher --------------------------------------------------------- */
+
+struct boot_launch {
+	const struct boot_plan *p;
+	int report;   /* pipe to the caller */
+	pid_t init;   /* 0 until cloned */
+	pid_t slirp;  /* 0 until forked */
+	int deadline; /* ms left */
+};
+
+/* Reports a failure to the caller, kills what was started and exits. */
+static void boot_launch_fail(struct boot_launch *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+static void boot_launch_fail(struct boot_launch *l, const char *fmt, ...)
+{
+	struct boot_report r;
+	memset(&r, 0, sizeof(r));
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r.message, sizeof(r.message), fmt, ap);
+	va_end(ap);
+	if (l->init > 0) {
+		kill(l->init, SIGKILL);
+		waitpid(l->init, NULL, 0);
+	}
+	if (l->slirp > 0) {
+		kill(l->slirp, SIGKILL);
+		waitpid(l->slirp, NULL, 0);
+	}
+	(void)!write(l->report, &r, sizeof(r));
+	_exit(1);
+}
+
+static void boot_send_tree(struct boot_launch *l, int sock, int tree)
+{
+	char byte = 'T';
+	struct iovec iov = {&byte, 1};
+	union {
+		struct cmsghdr hdr;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &tree, sizeof(int));
+	if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0)
+		boot_launch_fail(l, "hand the image to the guest: %s", strerror(errno));
+}
+
+/* The idmapped, read-only view of the image for init's user namespace. */
+static int boot_image_tree(struct boot_launch *l)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)l->init);
+	int userns = open(path, O_RDONLY | O_CLOEXEC);
+	if (userns < 0)
+		boot_launch_fail(l, "open the guest's user namespace: %s", strerror(errno));
+	int tree = open_tree(AT_FDCWD, l->p->image_rootfs,
+			     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (tree < 0)
+		boot_launch_fail(l, "open the image %s: %s", l->p->image_rootfs, strerror(errno));
+	struct mount_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV;
+	attr.userns_fd = (uint64_t)userns;
+	if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+		boot_launch_fail(l,
+				 "idmap the image %s: %s (the container driver needs idmapped "
+				 "mounts: Linux 5.12+ and a filesystem that supports them, "
+				 "such as ext4, xfs or btrfs)",
+				 l->p->image_rootfs, strerror(errno));
+	close(userns);
+	return tree;
+}
+
+/* Waits for init's exec: EOF on the socket, or its error message. */
+static void boot_wait_exec(struct boot_launch *l, int sock)
+{
+	int r = boot_poll_in(sock, l->deadline);
+	if (r == 0)
+		boot_launch_fail(l, "the guest did not finish setting up within %d ms",
+				 l->p->timeout_ms);
+	char msg[480];
+	ssize_t n = read(sock, msg, sizeof(msg) - 1);
+	if (n > 0) {
+		msg[n] = '\0';
+		boot_launch_fail(l, "setting up the guest: %s", msg);
+	}
+	if (n < 0)
+		boot_launch_fail(l, "waiting for the guest: %s", strerror(errno));
+}
+
+/* slirp4netns, in the computer's cgroups, attached to init's network
+ * namespace; waits until it has configured the guest's interface. */
+static void boot_slirp(struct boot_launch *l, int lifeline)
+{
+	int ready[2];
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		boot_launch_fail(l, "pipe: %s", strerror(errno));
+	char pid_s[16];
+	snprintf(pid_s, sizeof(pid_s), "%d", (int)l->init);
+	pid_t s = fork();
+	if (s < 0)
+		boot_launch_fail(l, "fork slirp4netns: %s", strerror(errno));
+	if (s == 0) {
+		cgroup_attach(l->p->cgroups, getpid(), NULL);
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (null < 0 || dup2(null, 0) < 0 || dup2(l->p->log_fd, 1) < 0 ||
+		    dup2(l->p->log_fd, 2) < 0 || dup2(ready[1], 3) < 0 || dup2(lifeline, 4) < 0)
+			_exit(127);
+		char *const argv[] = {(char *)l->p->slirp_path,
+				      "--configure",
+				      "--mtu=65520",
+				      "--disable-host-loopback",
+				      "--enable-sandbox",
+				      "--enable-seccomp",
+				      "--ready-fd=3",
+				      "--exit-fd=4",
+				      pid_s,
+				      "tap0",
+				      NULL};
+		char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	l->slirp = s;
+	close(ready[1]);
+	int r = boot_poll_in(ready[0], l->deadline < 10000 ? 10000 : l->deadline);
+	char c;
+	if (r <= 0 || read(ready[0], &c, 1) != 1)
+		boot_launch_fail(l,
+				 "slirp4netns (%s) did not configure the guest's network%s; see "
+				 "console.log",
+				 l->p->slirp_path, r == 0 ? " in time" : "");
+	close(ready[0]);
+}
+
+/* The launcher process. Never returns. */
+static void boot_launcher(const struct boot_plan *p, int report)
+{
+	struct boot_launch l = {.p = p, .report = report, .deadline = p->timeout_ms};
+	setsid();
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	/* Keep only the report pipe and the log; cubicled's sockets and
+	 * database stay out of the guest and its helpers. */
+	int hi_report = fcntl(report, F_DUPFD_CLOEXEC, 10);
+	int hi_log = fcntl(p->log_fd, F_DUPFD_CLOEXEC, 10);
+	if (hi_report < 0 || hi_log < 0 || dup3(hi_report, 3, O_CLOEXEC) < 0 ||
+	    dup3(hi_log, 4, O_CLOEXEC) < 0)
+		_exit(1);
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null < 0 || dup2(null, 0) < 0 || dup2(4, 1) < 0 || dup2(4, 2) < 0)
+		_exit(1);
+	l.report = 3;
+	syscall(SYS_close_range, 5U, ~0U, 0U);
+	struct boot_plan plan = *p;
+	plan.log_fd = 4;
+	l.p = &plan;
+	if (chdir(p->dir) < 0)
+		boot_launch_fail(&l, "chdir %s: %s", p->dir, strerror(errno));
+
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		boot_launch_fail(&l, "socketpair: %s", strerror(errno));
+	int lifeline[2];
+	if (pipe2(lifeline, O_CLOEXEC) < 0)
+		boot_launch_fail(&l, "pipe: %s", strerror(errno));
+	struct boot_clone_args ca;
+	memset(&ca, 0, sizeof(ca));
+	ca.flags =
+	    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET;
+	ca.exit_signal = SIGCHLD;
+	long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+	if (pid < 0)
+		boot_launch_fail(&l,
+				 "create the guest's namespaces: %s (user namespaces must be "
+				 "enabled: user.max_user_namespaces > 0)",
+				 strerror(errno));
+	if (pid == 0) {
+		close(sv[0]);
+		boot_init(&plan, sv[1], lifeline[1]);
+	}
+	l.init = (pid_t)pid;
+	close(sv[1]);
+	close(lifeline[1]);
+
+	char map[64], path[64];
+	snprintf(map, sizeof(map), "0 %u 65536\n", p->uid_base);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+	if (boot_write_file(path, map) < 0)
+		boot_launch_fail(&l, "write the guest's uid_map: %s", strerror(errno));
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+	if (boot_write_file(path, map) < 0)
+		boot_launch_fail(&l, "write the guest's gid_map: %s", strerror(errno));
+	struct err e;
+	if (cgroup_attach(p->cgroups, (pid_t)pid, &e) < 0)
+		boot_launch_fail(&l, "%s", e.message);
+	int tree = boot_image_tree(&l);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	boot_send_tree(&l, sv[0], tree);
+	close(tree);
+	boot_wait_exec(&l, sv[0]);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	l.deadline -= (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+	boot_slirp(&l, lifeline[0]);
+	close(lifeline[0]);
+
+	struct boot_report r;
+	memset(&r, 0, sizeof(r));
+	r.ok = 1;
+	r.init_pid = l.init;
+	r.slirp_pid = l.slirp;
+	char st;
+	if (container_proc_stat(l.init, &r.init_start, &st) < 0 || st == 'Z')
+		boot_launch_fail(&l,
+				 "the guest's init exited right after starting; see console.log");
+	if (container_proc_stat(l.slirp, &r.slirp_start, &st) < 0 || st == 'Z')
+		boot_launch_fail(&l, "slirp4netns exited right after starting; see console.log");
+	if (write(l.report, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		boot_launch_fail(&l, "report to the caller: %s", strerror(errno));
+	_exit(0);
+}
+
+/* ---- the caller ------------------------------------------------------------ */
+
+int container_boot(const struct boot_plan *p, struct boot_result *r, struct err *e)
+{
+	memset(r, 0, sizeof(*r));
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return err_set(e, ERR_INTERNAL, "container: pipe: %s", strerror(errno));
+	pid_t launcher = fork();
+	if (launcher < 0) {
+		int saved = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return err_set(e, ERR_UNAVAILABLE, "container: fork: %s", strerror(saved));
+	}
+	if (launcher == 0) {
+		close(pipefd[0]);
+		boot_launcher(p, pipefd[1]);
+	}
+	close(pipefd[1]);
+	struct boot_report rep;
+	memset(&rep, 0, sizeof(rep));
+	/* The launcher has its own deadlines; this one only guards against a
+	 * launcher stuck in the kernel. */
+	int pr = boot_poll_in(pipefd[0], p->timeout_ms + 15000);
+	ssize_t n = pr > 0 ? read(pipefd[0], &rep, sizeof(rep)) : -1;
+	close(pipefd[0]);
+	if (pr <= 0)
+		kill(launcher, SIGKILL);
+	while (waitpid(launcher, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(rep))
+		return err_set(e, ERR_UNAVAILABLE, "container: the launcher %s",
+			       pr <= 0 ? "did not answer in time" : "died without a report");
+	rep.message[sizeof(rep.message) - 1] = '\0';
+	if (!rep.ok)
+		return err_set(e, ERR_UNAVAILABLE, "container: %s", rep.message);
+	r->init_pid = rep.init_pid;
+	r->init_start = rep.init_start;
+	r->slirp_pid = rep.slirp_pid;
+	r->slirp_start = rep.slirp_start;
+	return 0;
+}

@@ -1,0 +1,68 @@
+/*
+ * container-boot: starts a container computer's processes, detached from
+ * the caller, and tells who they are.
+ *
+ *   caller (cubicled, any thread)
+ *     └─ fork: launcher (setsid; exits when the boot is done)
+ *          ├─ clone3(NEWUSER|NEWPID|NEWNS|NEWUTS|NEWIPC|NEWNET): init
+ *          │    waits for the launcher, mounts the root, pivots, applies
+ *          │    no_new_privs + seccomp, execs tini → envd
+ *          └─ fork: slirp4netns, attached to init's network namespace
+ *
+ * The launcher, running as the host's root, writes init's uid/gid maps,
+ * puts init into the computer's cgroups before init runs anything, and
+ * makes the idmapped mount of the image (only the host's root may idmap a
+ * host filesystem) that it hands to init over a socket. When the launcher
+ * exits, init and slirp4netns are re-parented to the host's init (or the
+ * nearest subreaper): nothing of the computer depends on the caller staying
+ * alive. Everything the children do between fork and exec is plain system
+ * calls on memory prepared by the caller.
+ */
+#ifndef CUBICLE_CONTAINER_BOOT_H
+#define CUBICLE_CONTAINER_BOOT_H
+
+#include <linux/filter.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "err.h"
+
+struct boot_plan {
+	const char *dir;	  /* the computer's host directory: holds lower/ upper/
+				     work/ merged/ io/ (owned by uid_base) */
+	const char *image_rootfs; /* the image's directory tree (read-only lower layer) */
+	const char *session_dir;  /* bound at /session, or NULL */
+	unsigned int uid_base;	  /* guest uid/gid 0..65535 = host uid_base.. */
+	const struct cgroup_set *cgroups;
+	const struct sock_fprog *filter;
+	int log_fd;	   /* the guest's stdout and stderr */
+	char *const *argv; /* the guest's init, a path inside the image */
+	char *const *envp;
+	const char *slirp_path; /* slirp4netns executable */
+	int timeout_ms;		/* for the whole boot (until the init has exec'd) */
+};
+
+struct boot_result {
+	pid_t init_pid;		       /* host pid of the guest's pid 1 */
+	unsigned long long init_start; /* its start time (/proc/<pid>/stat field 22) */
+	pid_t slirp_pid;
+	unsigned long long slirp_start;
+};
+
+/*
+ * Boots the plan. Returns once the guest's init has exec'd and slirp4netns
+ * has configured the network (envd may not listen yet). On failure nothing
+ * it started is left running and e says which step failed and why.
+ */
+int container_boot(const struct boot_plan *p, struct boot_result *r, struct err *e);
+
+/*
+ * Reads /proc/<pid>/stat: its start time and state letter ('Z' for a zombie).
+ * Returns -1 when there is no such process. Safe between fork and exec.
+ */
+int container_proc_stat(pid_t pid, unsigned long long *start, char *state);
+
+/* Whether pid is the process that started at `start` and has not exited. */
+int container_proc_alive(pid_t pid, unsigned long long start);
+
+#endif

@@ -1,0 +1,667 @@
+/*
+ * container: the container isolation driver (struct driver_ops).
+ *
+ * A computer is an overlay of its image (read-only, idmapped) and its own
+ * upper/ directory, run by tini + envd as pid 1 of fresh user, pid, mount,
+ * uts, ipc, net and cgroup namespaces, inside cgroups that enforce its size,
+ * under no_new_privs and a seccomp filter, with outbound-only networking
+ * from slirp4netns. envd listens on <dir>/io/envd.sock.
+ *
+ * Layout of c->dir (all of it the driver's):
+ *   upper/ work/   the overlay's writable layer (kept by stop) and scratch
+ *   lower/ merged/ mount points, used inside the computer's mount namespace
+ *   io/            bound at /run/cubicle: envd's token and socket
+ *   console.log    the guest's stdout and stderr (truncated at each start)
+ *
+ * Guest uids 0..65535 map to host uids uid_base..uid_base+65535, one range
+ * per computer for its whole life (uidrange.c), so files in upper/ keep
+ * their owners across stop and start; the state records it as uid_slot and
+ * uid_base.
+ *
+ * State keys: uid_slot, uid_base, init_pid + init_start and slirp_pid +
+ * slirp_start (pid and /proc/<pid>/stat start time), cgroups
+ * ({"version","dirs"}). Only the uid range survives stop.
+ *
+ * Nothing here is a child of the caller once start returns (container-boot.c),
+ * and everything is found again from c->state (pids with their start times,
+ * cgroup paths), or from the computer's id alone (its cgroups), so stop and
+ * destroy work after a cubicled crash, and destroy works on a computer whose
+ * state was never written.
+ */
+#include "driver.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "container-boot.h"
+#include "guest-seccomp.h"
+#include "uidrange.h"
+
+#define CT_GUEST_USER	 1000U /* "user" in every image */
+#define CT_START_TIMEOUT 30000 /* ms until envd must accept */
+#define CT_STOP_GRACE	 5000  /* ms between SIGTERM and SIGKILL */
+#define CT_SLIRP	 "slirp4netns"
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static void ct_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static long long ct_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static long long ct_state_int(const struct driver_computer *c, const char *key, long long def)
+{
+	json_t *v = c->state ? json_object_get(c->state, key) : NULL;
+	return json_is_integer(v) ? (long long)json_integer_value(v) : def;
+}
+
+static void ct_state_set_int(struct driver_computer *c, const char *key, long long v)
+{
+	if (c->state)
+		json_object_set_new(c->state, key, json_integer(v));
+}
+
+static void ct_state_del(struct driver_computer *c, const char *key)
+{
+	if (c->state)
+		json_object_del(c->state, key);
+}
+
+/* c->dir + "/" + name, or an error when it does not fit. */
+static int ct_path(const struct driver_computer *c, const char *name, char *out, size_t len,
+		   struct err *e)
+{
+	int n = snprintf(out, len, "%s/%s", c->dir, name);
+	if (n < 0 || (size_t)n >= len)
+		return err_set(e, ERR_INVALID,
+			       "container: the computer directory path %s is too long", c->dir);
+	return 0;
+}
+
+/* Searches $PATH (then the usual places) for an executable. */
+static int ct_find_exe(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s:/usr/bin:/usr/sbin:/bin:/sbin", path ? path : "");
+	char *save = NULL;
+	for (char *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		if (!*d)
+			continue;
+		snprintf(out, len, "%s/%s", d, name);
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+static int ct_check_computer(const struct driver_computer *c, struct err *e)
+{
+	if (!c->id || !c->id[0] || strchr(c->id, '/') || strcmp(c->id, ".") == 0 ||
+	    strcmp(c->id, "..") == 0)
+		return err_set(e, ERR_INVALID, "container: the computer id must be a file name");
+	if (!c->dir || c->dir[0] != '/')
+		return err_set(e, ERR_INVALID,
+			       "container: the computer directory must be absolute");
+	if (!c->image_dir || !c->image_dir[0])
+		return err_set(e, ERR_INVALID, "container: no image directory given");
+	if (!c->state || !json_is_object(c->state))
+		return err_set(e, ERR_INTERNAL, "container: the computer has no state object");
+	return 0;
+}
+
+/* ---- uid ranges ------------------------------------------------------------------ */
+
+/* The computer's uid range: the one its state records, or a new one. */
+static int ct_range_claim(struct driver_computer *c, struct err *e)
+{
+	long long slot = uidrange_claim(c->dir, ct_state_int(c, "uid_slot", -1), e);
+	if (slot < 0)
+		return -1;
+	ct_state_set_int(c, "uid_slot", slot);
+	ct_state_set_int(c, "uid_base", uidrange_base(slot));
+	return 0;
+}
+
+static void ct_range_release(struct driver_computer *c)
+{
+	uidrange_release(c->dir, ct_state_int(c, "uid_slot", -1));
+	ct_state_del(c, "uid_slot");
+	ct_state_del(c, "uid_base");
+}
+
+/* ---- create ---------------------------------------------------------------------- */
+
+static int ct_mkdir_owned(const struct driver_computer *c, const char *name, mode_t mode,
+			  unsigned owner, struct err *e)
+{
+	char path[4096];
+	if (ct_path(c, name, path, sizeof(path), e) < 0)
+		return -1;
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return err_set(e, ERR_UNAVAILABLE, "container: cannot create %s: %s", path,
+			       strerror(errno));
+	if (lchown(path, owner, owner) < 0 || chmod(path, mode) < 0)
+		return err_set(e, ERR_UNAVAILABLE, "container: cannot set up %s: %s", path,
+			       strerror(errno));
+	return 0;
+}
+
+static int ct_image_rootfs(const struct driver_computer *c, char *out, size_t len, struct err *e)
+{
+	snprintf(out, len, "%s/rootfs", c->image_dir);
+	char tini[4200];
+	snprintf(tini, sizeof(tini), "%s/usr/bin/tini", out);
+	if (access(tini, F_OK) < 0)
+		return err_set(e, ERR_UNAVAILABLE,
+			       "container: the image at %s is not built (no rootfs/usr/bin/tini); "
+			       "run `make images`",
+			       c->image_dir);
+	return 0;
+}
+
+static int ct_create(struct driver_computer *c, struct err *e)
+{
+	char rootfs[4096];
+	if (ct_check_computer(c, e) < 0 || ct_image_rootfs(c, rootfs, sizeof(rootfs), e) < 0)
+		return -1;
+	struct stat st;
+	if (stat(c->dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return err_set(e, ERR_UNAVAILABLE,
+			       "container: the computer directory %s is missing", c->dir);
+	/* upper/ first: it is what marks the slot as in use. */
+	char upper[4096];
+	if (ct_path(c, "upper", upper, sizeof(upper), e) < 0)
+		return -1;
+	if (mkdir(upper, 0755) < 0 && errno != EEXIST)
+		return err_set(e, ERR_UNAVAILABLE, "container: cannot create %s: %s", upper,
+			       strerror(errno));
+	if (ct_range_claim(c, e) < 0)
+		return -1;
+	unsigned base = (unsigned)ct_state_int(c, "uid_base", 0);
+	/* The upper dir's root is the guest's "/": owned by the guest's root. */
+	if (ct_mkdir_owned(c, "upper", 0755, base, e) < 0 ||
+	    ct_mkdir_owned(c, "work", 0700, base, e) < 0 ||
+	    ct_mkdir_owned(c, "lower", 0755, base, e) < 0 ||
+	    ct_mkdir_owned(c, "merged", 0755, base, e) < 0 ||
+	    ct_mkdir_owned(c, "io", 0700, base, e) < 0)
+		return -1;
+	return 0;
+}
+
+/* ---- processes ------------------------------------------------------------------- */
+
+static bool ct_init_alive(const struct driver_computer *c)
+{
+	long long pid = ct_state_int(c, "init_pid", 0);
+	long long start = ct_state_int(c, "init_start", -1);
+	return pid > 0 && container_proc_alive((pid_t)pid, (unsigned long long)start);
+}
+
+/* Waits until the recorded process is gone; reaps it when it is our child
+ * (a cubicled that is its own subreaper). */
+static bool ct_wait_gone(pid_t pid, unsigned long long start, int timeout_ms)
+{
+	long long deadline = ct_now_ms() + timeout_ms;
+	for (;;) {
+		unsigned long long s;
+		char st;
+		if (container_proc_stat(pid, &s, &st) < 0 || s != start)
+			return true;
+		if (st == 'Z' || st == 'X') {
+			/* Only this very process: the pid is ours to reap only
+			 * while it still has the recorded start time. */
+			waitpid(pid, NULL, WNOHANG);
+			return true;
+		}
+		if (ct_now_ms() >= deadline)
+			return false;
+		ct_sleep_ms(10);
+	}
+}
+
+/* Sends sig to a recorded process if it is still the same one. */
+static void ct_signal(const struct driver_computer *c, const char *pid_key, const char *start_key,
+		      int sig)
+{
+	long long pid = ct_state_int(c, pid_key, 0);
+	long long start = ct_state_int(c, start_key, -1);
+	if (pid > 0 && container_proc_alive((pid_t)pid, (unsigned long long)start))
+		kill((pid_t)pid, sig);
+}
+
+/* The computer's cgroups: as recorded, else where they would be for its id. */
+static int ct_cgroups(const struct driver_computer *c, struct cgroup_set *s, struct err *e)
+{
+	json_t *j = c->state ? json_object_get(c->state, "cgroups") : NULL;
+	if (j && cgroup_from_json(j, s) == 0)
+		return 0;
+	return cgroup_locate(c->id, s, e);
+}
+
+/*
+ * Ends every process of the computer: SIGTERM to init (tini passes it to
+ * envd, which ends the session), SIGKILL after the grace period, then
+ * whatever is left in its cgroups (slirp4netns, stragglers); removes the
+ * cgroups. Mounts need nothing: they live in the computer's mount
+ * namespace, which goes with its last process.
+ */
+static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
+{
+	pid_t init = (pid_t)ct_state_int(c, "init_pid", 0);
+	unsigned long long init_start = (unsigned long long)ct_state_int(c, "init_start", -1);
+	if (init > 0 && container_proc_alive(init, init_start)) {
+		if (grace_ms > 0) {
+			kill(init, SIGTERM);
+			ct_wait_gone(init, init_start, grace_ms);
+		}
+		if (container_proc_alive(init, init_start)) {
+			kill(init, SIGKILL);
+			if (!ct_wait_gone(init, init_start, 5000))
+				return err_set(e, ERR_INTERNAL,
+					       "container: the computer's init (pid %d) survived "
+					       "SIGKILL",
+					       (int)init);
+		}
+	}
+	ct_signal(c, "slirp_pid", "slirp_start", SIGKILL);
+	pid_t slirp = (pid_t)ct_state_int(c, "slirp_pid", 0);
+	if (slirp > 0)
+		ct_wait_gone(slirp, (unsigned long long)ct_state_int(c, "slirp_start", -1), 5000);
+
+	struct cgroup_set cg;
+	struct err ce;
+	if (ct_cgroups(c, &cg, &ce) == 0 && cgroup_remove(&cg, e) < 0)
+		return -1;
+	char sock[4096];
+	if (ct_path(c, "io/envd.sock", sock, sizeof(sock), NULL) == 0)
+		unlink(sock);
+	ct_state_del(c, "init_pid");
+	ct_state_del(c, "init_start");
+	ct_state_del(c, "slirp_pid");
+	ct_state_del(c, "slirp_start");
+	ct_state_del(c, "cgroups");
+	return 0;
+}
+
+/* ---- start ------------------------------------------------------------------------- */
+
+static int ct_write_token(const struct driver_computer *c, unsigned base, struct err *e)
+{
+	if (!c->envd_token || strlen(c->envd_token) < 16 || strchr(c->envd_token, '\n'))
+		return err_set(
+		    e, ERR_INVALID,
+		    "container: the envd token must be one line of at least 16 characters");
+	char path[4096];
+	if (ct_path(c, "io/token", path, sizeof(path), e) < 0)
+		return -1;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(e, ERR_UNAVAILABLE, "container: cannot write %s: %s", path,
+			       strerror(errno));
+	size_t len = strlen(c->envd_token);
+	bool ok = fchown(fd, base, base) == 0 && fchmod(fd, 0600) == 0 &&
+		  write(fd, c->envd_token, len) == (ssize_t)len && write(fd, "\n", 1) == 1;
+	int saved = errno;
+	close(fd);
+	if (!ok)
+		return err_set(e, ERR_UNAVAILABLE, "container: cannot write %s: %s", path,
+			       strerror(saved));
+	return 0;
+}
+
+/*
+ * /session: input/ output/ working/ owned by the guest's user. A session
+ * outlives computers and the next one may have another uid range: files an
+ * earlier computer left are moved into this computer's range.
+ */
+static int ct_prepare_session(const struct driver_computer *c, unsigned base, struct err *e)
+{
+	if (!c->session_dir)
+		return 0;
+	if (mkdir(c->session_dir, 0755) < 0 && errno != EEXIST)
+		return err_set(e, ERR_UNAVAILABLE,
+			       "container: cannot create the session directory %s: %s",
+			       c->session_dir, strerror(errno));
+	uidrange_adopt_tree(c->session_dir, base);
+	static const char *const subs[] = {"input", "output", "working"};
+	for (size_t i = 0; i < 3; i++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", c->session_dir, subs[i]);
+		if ((mkdir(path, 0755) < 0 && errno != EEXIST) ||
+		    lchown(path, base + CT_GUEST_USER, base + CT_GUEST_USER) < 0)
+			return err_set(e, ERR_UNAVAILABLE, "container: cannot set up %s: %s", path,
+				       strerror(errno));
+	}
+	return 0;
+}
+
+/* The last lines of console.log, on one line, for an error message. */
+static void ct_log_tail(const struct driver_computer *c, char *out, size_t len)
+{
+	out[0] = '\0';
+	char path[4096];
+	if (ct_path(c, "console.log", path, sizeof(path), NULL) < 0)
+		return;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[2048];
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > (off_t)len - 1 ? size - (off_t)len + 1 : 0;
+	ssize_t n = pread(fd, buf, len - 1 < sizeof(buf) - 1 ? len - 1 : sizeof(buf) - 1, from);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == '\n')
+			buf[i] = '|';
+		else if ((unsigned char)buf[i] < 0x20)
+			buf[i] = ' ';
+	memcpy(out, buf, (size_t)n + 1); /* n < len: read at most len - 1 bytes */
+}
+
+/* Polls until envd accepts on its socket, the computer dies or time runs out. */
+static int ct_wait_envd(struct driver_computer *c, long long deadline, struct err *e)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (ct_path(c, "io/envd.sock", sa.sun_path, sizeof(sa.sun_path), NULL) < 0)
+		return err_set(
+		    e, ERR_INVALID,
+		    "container: %s/io/envd.sock is longer than a unix socket path may be "
+		    "(%zu bytes): use a shorter state directory",
+		    c->dir, sizeof(sa.sun_path) - 1);
+	char tail[300];
+	for (;;) {
+		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (s < 0)
+			return err_set(e, ERR_INTERNAL, "container: socket: %s", strerror(errno));
+		int rc = connect(s, (struct sockaddr *)&sa, sizeof(sa));
+		close(s);
+		if (rc == 0)
+			return 0;
+		if (!ct_init_alive(c)) {
+			ct_log_tail(c, tail, sizeof(tail));
+			return err_set(e, ERR_UNAVAILABLE,
+				       "container: the computer exited while starting; console.log "
+				       "ends with: %s",
+				       tail);
+		}
+		if (ct_now_ms() >= deadline) {
+			ct_log_tail(c, tail, sizeof(tail));
+			return err_set(e, ERR_UNAVAILABLE,
+				       "container: envd did not accept connections within %d s; "
+				       "console.log ends with: %s",
+				       CT_START_TIMEOUT / 1000, tail);
+		}
+		ct_sleep_ms(20);
+	}
+}
+
+static int ct_start(struct driver_computer *c, struct err *e)
+{
+	if (ct_check_computer(c, e) < 0)
+		return -1;
+	if (ct_init_alive(c))
+		return 0; /* already running */
+	long long deadline = ct_now_ms() + CT_START_TIMEOUT;
+	struct sockaddr_un sa;
+	if (strlen(c->dir) + strlen("/io/envd.sock") >= sizeof(sa.sun_path))
+		return err_set(
+		    e, ERR_INVALID,
+		    "container: %s/io/envd.sock is longer than a unix socket path may be "
+		    "(%zu bytes): use a shorter state directory",
+		    c->dir, sizeof(sa.sun_path) - 1);
+	/* Leftovers of an earlier run that died or was never stopped. */
+	if (ct_halt(c, 0, e) < 0 || ct_create(c, e) < 0)
+		return -1;
+	unsigned base = (unsigned)ct_state_int(c, "uid_base", 0);
+	char rootfs[4096], slirp[4096], log[4096], res[32];
+	if (ct_image_rootfs(c, rootfs, sizeof(rootfs), e) < 0)
+		return -1;
+	if (ct_find_exe(CT_SLIRP, slirp, sizeof(slirp)) < 0)
+		return err_set(
+		    e, ERR_UNAVAILABLE,
+		    "container: slirp4netns is not installed (apt-get install slirp4netns)");
+	if (ct_write_token(c, base, e) < 0 || ct_prepare_session(c, base, e) < 0)
+		return -1;
+	struct cgroup_set cg;
+	struct cgroup_limits lim = {c->millicpus, c->memory_mb, c->pids_max};
+	if (cgroup_locate(c->id, &cg, e) < 0 || cgroup_create(&cg, &lim, e) < 0)
+		return -1;
+	json_object_set_new(c->state, "cgroups", cgroup_to_json(&cg));
+
+	if (ct_path(c, "console.log", log, sizeof(log), e) < 0)
+		return -1;
+	int log_fd =
+	    open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (log_fd < 0)
+		return err_set(e, ERR_UNAVAILABLE, "container: cannot open %s: %s", log,
+			       strerror(errno));
+	struct sock_fprog filter;
+	if (guest_seccomp_build(&filter, e) < 0) {
+		close(log_fd);
+		return -1;
+	}
+	bool desktop = c->kind && strcmp(c->kind, "desktop") == 0;
+	snprintf(res, sizeof(res), "%dx%d", c->width > 0 ? c->width : 1280,
+		 c->height > 0 ? c->height : 800);
+	/* A sandbox's argv ends at the NULL in place of "--session". */
+	char *argv[] = {"/usr/bin/tini",
+			"-s",
+			"--",
+			"/usr/local/bin/envd",
+			"--listen",
+			"unix:/run/cubicle/envd.sock",
+			"--token-file",
+			"/run/cubicle/token",
+			"--user",
+			"user",
+			desktop ? "--session" : NULL,
+			"desktop",
+			"--resolution",
+			res,
+			NULL};
+	char *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"HOME=/root", "LANG=C.UTF-8", "container=cubicle", NULL};
+	struct boot_plan plan = {
+	    .dir = c->dir,
+	    .image_rootfs = rootfs,
+	    .session_dir = c->session_dir,
+	    .uid_base = base,
+	    .cgroups = &cg,
+	    .filter = &filter,
+	    .log_fd = log_fd,
+	    .argv = argv,
+	    .envp = envp,
+	    .slirp_path = slirp,
+	    .timeout_ms = CT_START_TIMEOUT,
+	};
+	struct boot_result r;
+	int rc = container_boot(&plan, &r, e);
+	guest_seccomp_free(&filter);
+	close(log_fd);
+	if (rc < 0) {
+		ct_halt(c, 0, NULL);
+		return -1;
+	}
+	ct_state_set_int(c, "init_pid", r.init_pid);
+	ct_state_set_int(c, "init_start", (long long)r.init_start);
+	ct_state_set_int(c, "slirp_pid", r.slirp_pid);
+	ct_state_set_int(c, "slirp_start", (long long)r.slirp_start);
+	if (ct_wait_envd(c, deadline, e) < 0) {
+		ct_halt(c, 0, NULL);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- stop, destroy ---------------------------------------------------------------- */
+
+static int ct_stop(struct driver_computer *c, struct err *e)
+{
+	if (ct_check_computer(c, e) < 0)
+		return -1;
+	return ct_halt(c, CT_STOP_GRACE, e);
+}
+
+/* Unmounts whatever the host's mount table has under c->dir (nothing, unless
+ * something went wrong: the computer's own mounts are in its namespace). */
+static int ct_unmount_below(const struct driver_computer *c, struct err *e)
+{
+	size_t dlen = strlen(c->dir);
+	for (int round = 0; round < 64; round++) {
+		FILE *f = fopen("/proc/self/mountinfo", "re");
+		if (!f)
+			return err_set(e, ERR_INTERNAL, "container: cannot read mountinfo: %s",
+				       strerror(errno));
+		char *line = NULL, deepest[4096] = "";
+		size_t cap = 0;
+		while (getline(&line, &cap, f) > 0) {
+			char mnt[4096];
+			if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+				continue;
+			if (strncmp(mnt, c->dir, dlen) == 0 && (mnt[dlen] == '/' || !mnt[dlen]) &&
+			    strlen(mnt) > strlen(deepest))
+				snprintf(deepest, sizeof(deepest), "%s", mnt);
+		}
+		free(line);
+		fclose(f);
+		if (!deepest[0])
+			return 0;
+		if (umount2(deepest, MNT_DETACH) < 0)
+			return err_set(e, ERR_INTERNAL, "container: cannot unmount %s: %s", deepest,
+				       strerror(errno));
+	}
+	return err_set(e, ERR_INTERNAL, "container: mounts under %s keep coming back", c->dir);
+}
+
+static int ct_rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	if (f->level == 0)
+		return 0; /* c->dir itself stays: it is the core's */
+	if (flag == FTW_DP)
+		return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
+	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static int ct_destroy(struct driver_computer *c, struct err *e)
+{
+	if (ct_check_computer(c, e) < 0)
+		return -1;
+	if (ct_halt(c, CT_STOP_GRACE, e) < 0)
+		return -1;
+	/* Groups left by a start that crashed before recording them. */
+	struct cgroup_set cg;
+	if (cgroup_locate(c->id, &cg, NULL) == 0 && cgroup_remove(&cg, e) < 0)
+		return -1;
+	if (ct_unmount_below(c, e) < 0)
+		return -1;
+	struct stat st;
+	if (stat(c->dir, &st) == 0) {
+		/* The overlay's work dir holds a mode-000 directory: root gets
+		 * through, and FTW_PHYS never follows a symlink the guest made. */
+		if (nftw(c->dir, ct_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
+			return err_set(e, ERR_INTERNAL,
+				       "container: cannot remove the files in %s: %s", c->dir,
+				       strerror(errno));
+	}
+	ct_range_release(c);
+	return 0;
+}
+
+/* ---- the rest of the table ------------------------------------------------------- */
+
+static bool ct_alive(struct driver_computer *c)
+{
+	return c->state && ct_init_alive(c);
+}
+
+static int ct_envd_address(const struct driver_computer *c, char *out, size_t len, struct err *e)
+{
+	int n = snprintf(out, len, "unix:%s/io/envd.sock", c->dir);
+	if (n < 0 || (size_t)n >= len)
+		return err_set(e, ERR_INTERNAL, "container: the envd address does not fit");
+	return 0;
+}
+
+static bool ct_available(char *why, size_t len)
+{
+	char path[4096];
+	struct err e;
+	struct cgroup_set cg;
+	struct utsname u;
+	int major = 0, minor = 0;
+	FILE *f;
+	long userns = 0;
+	if (geteuid() != 0) {
+		snprintf(why, len, "cubicled must run as root to create containers");
+		return false;
+	}
+	if (uname(&u) == 0)
+		sscanf(u.release, "%d.%d", &major, &minor);
+	if (major < 5 || (major == 5 && minor < 19)) {
+		snprintf(why, len,
+			 "Linux %s is too old: an overlay over an idmapped image needs 5.19 or "
+			 "later",
+			 u.release);
+		return false;
+	}
+	f = fopen("/proc/sys/user/max_user_namespaces", "re");
+	if (f) {
+		if (fscanf(f, "%ld", &userns) != 1)
+			userns = 0;
+		fclose(f);
+	}
+	if (userns <= 0) {
+		snprintf(why, len, "user namespaces are disabled (user.max_user_namespaces = 0)");
+		return false;
+	}
+	if (ct_find_exe(CT_SLIRP, path, sizeof(path)) < 0) {
+		snprintf(why, len, "slirp4netns is not installed (apt-get install slirp4netns)");
+		return false;
+	}
+	if (cgroup_locate("probe", &cg, &e) < 0) {
+		snprintf(why, len, "%s", e.message);
+		return false;
+	}
+	if (why && len)
+		why[0] = '\0';
+	return true;
+}
+
+const struct driver_ops driver_container = {
+    .name = "container",
+    .available = ct_available,
+    .create = ct_create,
+    .start = ct_start,
+    .stop = ct_stop,
+    .destroy = ct_destroy,
+    .alive = ct_alive,
+    .envd_address = ct_envd_address,
+};

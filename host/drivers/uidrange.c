@@ -1,0 +1,170 @@
+/*
+ * uidrange: the registry of per-computer host uid ranges (see uidrange.h).
+ *
+ * A symlink per claimed range is the simplest record that is atomic to
+ * create (symlink() fails on an existing name), readable by a person
+ * (ls -l shows which computer holds which range) and needs no database of
+ * its own: the core's SQLite keeps the range a computer has in its driver
+ * state, this registry only keeps two computers from taking the same one.
+ */
+#include "uidrange.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define UIDRANGE_DIR "/var/lib/cubicle/uid-slots"
+
+unsigned uidrange_base(long long slot)
+{
+	return UIDRANGE_FIRST + (unsigned)slot * UIDRANGE_SIZE;
+}
+
+static const char *uidrange_dir(void)
+{
+	const char *d = getenv("CUBICLE_UID_SLOTS");
+	return d && d[0] ? d : UIDRANGE_DIR;
+}
+
+static int uidrange_mkdir_p(const char *path, mode_t mode)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Locks the registry; returns the lock's descriptor (close() unlocks). */
+static int uidrange_lock(struct err *e)
+{
+	const char *dir = uidrange_dir();
+	char lock[4200];
+	if (uidrange_mkdir_p(dir, 0700) < 0)
+		return err_set(e, ERR_UNAVAILABLE, "container: cannot create %s: %s", dir,
+			       strerror(errno));
+	snprintf(lock, sizeof(lock), "%s/.lock", dir);
+	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+		int saved = errno;
+		if (fd >= 0)
+			close(fd);
+		return err_set(e, ERR_UNAVAILABLE, "container: cannot lock %s: %s", lock,
+			       strerror(saved));
+	}
+	return fd;
+}
+
+/* Whether a claim's computer is gone: its directory has no upper/ any more. */
+static bool uidrange_stale(const char *target)
+{
+	char upper[4200];
+	snprintf(upper, sizeof(upper), "%s/upper", target);
+	return access(upper, F_OK) < 0 && errno == ENOENT;
+}
+
+/* Whether the registry entry `link` is free for owner: missing, owner's own, or stale. */
+static bool uidrange_free_for(const char *owner, const char *link)
+{
+	char target[4096];
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0)
+		return errno == ENOENT;
+	target[n] = '\0';
+	return strcmp(target, owner) == 0 || uidrange_stale(target);
+}
+
+long long uidrange_claim(const char *owner, long long want, struct err *e)
+{
+	int lock = uidrange_lock(e);
+	if (lock < 0)
+		return -1;
+	const char *dir = uidrange_dir();
+	char link[4200];
+	long long slot = -1;
+	int rc = 0;
+	if (want >= 0 && want < (long long)UIDRANGE_COUNT) {
+		snprintf(link, sizeof(link), "%s/%lld", dir, want);
+		if (!uidrange_free_for(owner, link))
+			rc = err_set(e, ERR_INTERNAL,
+				     "container: uid range %lld of %s is claimed by another "
+				     "computer in %s",
+				     want, owner, dir);
+		else if ((unlink(link) < 0 && errno != ENOENT) || symlink(owner, link) < 0)
+			rc = err_set(e, ERR_UNAVAILABLE, "container: cannot claim %s: %s", link,
+				     strerror(errno));
+		else
+			slot = want;
+	}
+	for (unsigned s = 0; rc == 0 && slot < 0 && s < UIDRANGE_COUNT; s++) {
+		snprintf(link, sizeof(link), "%s/%u", dir, s);
+		if (symlink(owner, link) == 0)
+			slot = s;
+		else if (errno != EEXIST)
+			rc = err_set(e, ERR_UNAVAILABLE, "container: cannot claim %s: %s", link,
+				     strerror(errno));
+		else if (uidrange_free_for(owner, link) && unlink(link) == 0 &&
+			 symlink(owner, link) == 0)
+			slot = s;
+	}
+	close(lock);
+	if (rc < 0)
+		return -1;
+	if (slot < 0)
+		return err_set(e, ERR_LIMIT, "container: all %u uid ranges in %s are in use",
+			       UIDRANGE_COUNT, dir);
+	return slot;
+}
+
+void uidrange_release(const char *owner, long long slot)
+{
+	if (slot < 0)
+		return;
+	int lock = uidrange_lock(NULL);
+	if (lock < 0)
+		return;
+	char link[4200], target[4096];
+	snprintf(link, sizeof(link), "%s/%lld", uidrange_dir(), slot);
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	if (n >= 0 && (size_t)n == strlen(owner) && strncmp(target, owner, (size_t)n) == 0)
+		unlink(link);
+	close(lock);
+}
+
+/* nftw gives no context pointer: the base being moved to, per thread. */
+static _Thread_local unsigned uidrange_adopt_base;
+
+static unsigned uidrange_shift(unsigned id)
+{
+	unsigned base = uidrange_adopt_base;
+	if (id >= UIDRANGE_FIRST && id < UIDRANGE_END && (id < base || id >= base + UIDRANGE_SIZE))
+		return base + (id - UIDRANGE_FIRST) % UIDRANGE_SIZE;
+	return id;
+}
+
+static int uidrange_adopt_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	unsigned uid = uidrange_shift(st->st_uid), gid = uidrange_shift(st->st_gid);
+	if (flag != FTW_NS && (uid != st->st_uid || gid != st->st_gid))
+		(void)!lchown(path, uid, gid);
+	return 0;
+}
+
+void uidrange_adopt_tree(const char *path, unsigned base)
+{
+	uidrange_adopt_base = base;
+	nftw(path, uidrange_adopt_one, 16, FTW_PHYS | FTW_MOUNT);
+}

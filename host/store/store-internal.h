@@ -1,0 +1,64 @@
+/*
+ * store-internal: what the store's files (store.c, workspaces.c,
+ * computers.c, usage.c) share and nothing outside host/store/ may use: the
+ * connection, its mutex, the prepared-statement cache and the error
+ * helpers.
+ *
+ * Locking rule: every public store_* function takes s->lock for its whole
+ * duration, and every statement it uses is reset (store_stmt_done) before it
+ * unlocks, so no read transaction stays open between calls (an open one
+ * would stop WAL checkpoints and let the WAL file grow without bound).
+ */
+#ifndef CUBICLE_STORE_INTERNAL_H
+#define CUBICLE_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include "store.h"
+
+#define STORE_STMT_MAX 48
+
+struct store {
+	sqlite3 *db;
+	pthread_mutex_t lock;
+	char path[4096];
+	/* Prepared statements keyed by their SQL text's address (the SQL is
+	 * always a string constant of the calling file). */
+	struct {
+		const char *sql;
+		sqlite3_stmt *stmt;
+	} stmts[STORE_STMT_MAX];
+};
+
+void store_lock(struct store *s);
+void store_unlock(struct store *s);
+
+/* The prepared statement for `sql` (prepared on first use), reset and with
+ * no bindings; NULL with e filled (ERR_INTERNAL) when SQLite refuses it. */
+sqlite3_stmt *store_stmt(struct store *s, const char *sql, struct err *e);
+/* Resets st so it holds no lock; st may be NULL. */
+void store_stmt_done(sqlite3_stmt *st);
+
+/* Runs a statement without results (BEGIN, COMMIT, ...). */
+int store_exec(struct store *s, const char *sql, struct err *e);
+/* ROLLBACK after a failure inside BEGIN; never fails (the error already
+ * reported is the one that matters). */
+void store_rollback(struct store *s);
+
+/* ERR_INTERNAL "database error while <doing>: <sqlite3_errmsg>"; returns -1. */
+int store_db_error(struct store *s, const char *doing, struct err *e);
+
+/* Unix time in milliseconds. */
+int64_t store_now_ms(void);
+
+/* prefix + 16 lowercase hex digits of a CSPRNG into out (size >= len(prefix)+17). */
+int store_random_id(const char *prefix, char *out, size_t size, struct err *e);
+
+/* Copies text column i into buf (always NUL-terminated, "" for NULL). */
+void store_col_text(sqlite3_stmt *st, int i, char *buf, size_t size);
+
+/* Whether str is non-NULL and fits (with its NUL) in a buffer of size bytes. */
+int store_fits(const char *str, size_t size);
+
+#endif

@@ -1,0 +1,283 @@
+# common.sh: the steps every cubicle image shares, sourced by build-image.
+#
+# A recipe (rootfs/NAME.recipe) adds its packages and a configure step; this
+# file holds what all images have in common: apt settings, the user, locale,
+# timezone, the microVM init, hardening (no setuid, root locked) and the
+# final cleanup, and the kernel + initrd step. Functions take the tree's path
+# as $1 and run commands inside it with in_chroot / chroot_apt (build-image).
+# Any change here changes every image's hash, so every image is rebuilt.
+
+# shellcheck shell=bash
+
+# Packages in every image (the recipe adds its own, build-image adds the
+# Debian packages holding envd's shared libraries).
+COMMON_PACKAGES=(
+	bash coreutils ca-certificates curl python3 tini tzdata
+	procps less iproute2 xz-utils unzip
+)
+
+# The microVM's kernel: Debian's cloud flavour (virtio drivers, no hardware
+# zoo) and an initramfs-tools initrd holding only these modules, loaded before
+# the root is mounted so root=/dev/vda works under -M microvm (virtio-mmio
+# devices found through ACPI; ext4 and crc32c are built into this kernel).
+KERNEL_PACKAGES=(linux-image-cloud-amd64 initramfs-tools zstd)
+KERNEL_MODULES=(
+	virtio virtio_ring virtio_mmio virtio_blk virtio_net virtio_console
+	virtio_rng vsock vmw_vsock_virtio_transport ext4
+)
+
+# Writes stdin to the tree file $2 (mode $3, default 0644), replacing it.
+put() {
+	local root=$1 path=$2 mode=${3:-0644}
+	mkdir -p "$(dirname "$root$path")"
+	rm -f "$root$path"
+	cat >"$root$path"
+	chmod "$mode" "$root$path"
+}
+
+# Appends KEY=VALUE lines (stdin) to /etc/environment and
+# /etc/cubicle/session.env (read by envd --session), skipping keys already set.
+add_environment() {
+	local root=$1 line f
+	while IFS= read -r line; do
+		[[ -z $line ]] && continue
+		for f in /etc/environment /etc/cubicle/session.env; do
+			touch "$root$f"
+			grep -q "^${line%%=*}=" "$root$f" || printf '%s\n' "$line" >>"$root$f"
+		done
+	done
+}
+
+# apt inside the tree: the host's mirrors (deb822), lean installs, no service
+# starts, no docs/man/locales (dpkg path-exclude, so later installs stay lean).
+# $2 is a file of "URI SUITE COMPONENTS..." lines.
+common_apt_setup() {
+	local root=$1 sources=$2
+	rm -f "$root/etc/apt/sources.list"
+	awk '{
+		comps = ""
+		for (i = 3; i <= NF; i++) comps = comps (i > 3 ? " " : "") $i
+		if (comps == "") comps = "main"
+		key = $1 "|" comps
+		if (key in suites) suites[key] = suites[key] " " $2
+		else { order[++n] = key; suites[key] = $2 }
+	}
+	END {
+		for (i = 1; i <= n; i++) {
+			split(order[i], p, "|")
+			if (i > 1) print ""
+			print "Types: deb"
+			print "URIs: " p[1]
+			print "Suites: " suites[order[i]]
+			print "Components: " p[2]
+			print "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+		}
+	}' "$sources" | put "$root" /etc/apt/sources.list.d/debian.sources
+
+	put "$root" /etc/apt/apt.conf.d/01cubicle <<-'EOF'
+		// cubicle: lean installs.
+		APT::Install-Recommends "false";
+		APT::Install-Suggests "false";
+		Acquire::Languages "none";
+	EOF
+	put "$root" /etc/dpkg/dpkg.cfg.d/01cubicle-nodoc <<-'EOF'
+		# cubicle: no documentation, manual pages or translations in the image.
+		path-exclude=/usr/share/doc/*
+		path-include=/usr/share/doc/*/copyright
+		path-exclude=/usr/share/man/*
+		path-exclude=/usr/share/info/*
+		path-exclude=/usr/share/groff/*
+		path-exclude=/usr/share/lintian/*
+		path-exclude=/usr/share/linda/*
+		path-exclude=/usr/share/locale/*
+		path-include=/usr/share/locale/locale.alias
+		path-exclude=/usr/share/help/*
+		path-exclude=/usr/share/gtk-doc/*
+	EOF
+	put "$root" /usr/sbin/policy-rc.d 0755 <<-'EOF'
+		#!/bin/sh
+		# cubicle: never start services (the image has no init system).
+		exit 101
+	EOF
+	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+}
+
+# The user, locale, timezone, hostname, session directories and the
+# microVM's init: everything but the recipe's own settings.
+common_configure() {
+	local root=$1
+
+	# An ordinary user; root keeps no password (locked), sudo is never installed.
+	in_chroot "$root" groupadd -g 1000 user
+	in_chroot "$root" useradd -m -u 1000 -g 1000 -s /bin/bash -c "cubicle user" user
+	in_chroot "$root" passwd -q -l root
+	install -d -m 0755 -o 1000 -g 1000 "$root/session" \
+		"$root/session/input" "$root/session/output" "$root/session/working"
+	chown root:root "$root/session"
+
+	# Locale and timezone.
+	put "$root" /etc/default/locale <<<"LANG=C.UTF-8"
+	install -d "$root/etc/cubicle"
+	printf 'LANG=C.UTF-8\n' | add_environment "$root"
+	ln -sfn /usr/share/zoneinfo/Etc/UTC "$root/etc/localtime"
+	put "$root" /etc/timezone <<<"Etc/UTC"
+
+	# Names. resolv.conf is QEMU user networking's resolver; the container
+	# driver binds its own over it.
+	put "$root" /etc/hostname <<<"cubicle"
+	put "$root" /etc/hosts <<-'EOF'
+		127.0.0.1	localhost
+		127.0.1.1	cubicle
+		::1	localhost ip6-localhost ip6-loopback
+		ff02::1	ip6-allnodes
+		ff02::2	ip6-allrouters
+	EOF
+	put "$root" /etc/fstab <<<"# cubicle: filesystems are mounted by /sbin/cubicle-init or the container driver"
+
+	# A machine id for D-Bus (fixed per build; cubicle-init makes a new one
+	# per boot when the root is writable).
+	tr -d '-' </proc/sys/kernel/random/uuid | put "$root" /etc/machine-id 0444
+	if [[ -d $root/var/lib/dbus ]]; then
+		ln -sfn /etc/machine-id "$root/var/lib/dbus/machine-id"
+	fi
+
+	# No services: there is no init system, and no rc links either.
+	rm -f "$root"/etc/rc[0-6S].d/[SK]*
+
+	common_init_script "$root"
+}
+
+# /sbin/cubicle-init, PID 1 of the microVM: mounts, hostname, network, the
+# token from the kernel command line, then tini + envd. The container driver
+# does not use it (it starts tini + envd itself).
+common_init_script() {
+	local root=$1
+	put "$root" /sbin/cubicle-init 0755 <<-'EOF'
+		#!/bin/sh
+		# cubicle-init: PID 1 of a cubicle microVM (the container driver starts
+		# tini + envd itself). Mounts the kernel filesystems, names the machine,
+		# brings up QEMU user networking's static address, takes envd's token from
+		# the kernel command line (cubicle.token=, at least 16 characters) and
+		# hides it there, then becomes tini with envd under it. Kernel arguments:
+		#   cubicle.token=TOKEN       required
+		#   cubicle.session=desktop   optional (default: /etc/cubicle/session)
+		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+		export PATH
+
+		mnt() { # TYPE DIR OPTIONS
+		    mkdir -p "$2"
+		    mountpoint -q "$2" || mount -t "$1" -o "$3" "$1" "$2"
+		}
+		mount -o remount,rw / 2>/dev/null
+		mnt proc /proc nosuid,nodev,noexec
+		mnt sysfs /sys nosuid,nodev,noexec
+		mnt devtmpfs /dev mode=0755,nosuid
+		mnt devpts /dev/pts gid=5,mode=0620,ptmxmode=0666,nosuid,noexec
+		mnt tmpfs /dev/shm mode=1777,nosuid,nodev
+		mnt tmpfs /run mode=0755,nosuid,nodev
+		mnt tmpfs /tmp mode=1777,nosuid,nodev
+		[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+
+		echo cubicle >/proc/sys/kernel/hostname
+		tr -d - 2>/dev/null </proc/sys/kernel/random/uuid >/etc/machine-id
+
+		ip link set lo up
+		if [ -e /sys/class/net/eth0 ]; then
+		    ip link set eth0 up
+		    ip addr add 10.0.2.15/24 dev eth0
+		    ip route add default via 10.0.2.2
+		    echo "nameserver 10.0.2.3" >/etc/resolv.conf
+		fi
+
+		token= session=
+		[ -r /etc/cubicle/session ] && read -r session </etc/cubicle/session
+		for arg in $(cat /proc/cmdline); do
+		    case "$arg" in
+		    cubicle.token=*) token=${arg#cubicle.token=} ;;
+		    cubicle.session=*) session=${arg#cubicle.session=} ;;
+		    esac
+		done
+		if [ -z "$token" ]; then
+		    echo "cubicle-init: no cubicle.token= on the kernel command line" >&2
+		    exec sh
+		fi
+		(umask 077 && printf '%s\n' "$token" >/run/envd.token)
+		# Hide the token from the user: /proc/cmdline without it. A bind over a
+		# proc file also stops a user namespace from mounting a fresh proc.
+		sed 's/cubicle\.token=[^ ]*/cubicle.token=-/' /proc/cmdline >/run/cmdline
+		mount --bind -o ro /run/cmdline /proc/cmdline
+
+		set -- --listen tcp:0.0.0.0:7777 --token-file /run/envd.token --user user
+		case "$session" in
+		"" | none) ;;
+		*) set -- "$@" --session "$session" ;;
+		esac
+		cd /
+		exec tini -s -- /usr/local/bin/envd "$@"
+	EOF
+}
+
+# The last step of every image: nothing setuid or with file capabilities,
+# no sudo, no package caches, lists, docs, logs.
+common_finish() {
+	local root=$1 f
+
+	# Nothing may give root: drop every setuid/setgid bit and file capability.
+	find "$root" -xdev ! -type l -perm /6000 -exec chmod ug-s {} +
+	# (with the image's own python3: every image has it, the host may not).
+	run_logged in_chroot "$root" python3 - <<-'EOF'
+		import os
+		for d, dirs, files in os.walk("/"):
+		    if d == "/":
+		        dirs[:] = [x for x in dirs if x not in ("proc", "sys", "dev")]
+		    for n in files:
+		        p = os.path.join(d, n)
+		        try:
+		            if "security.capability" in os.listxattr(p, follow_symlinks=False):
+		                os.removexattr(p, "security.capability", follow_symlinks=False)
+		                print("removed file capabilities from", p)
+		        except OSError:
+		            pass
+	EOF
+	if [[ -e $root/usr/bin/sudo || -e $root/usr/bin/doas ]]; then
+		die "sudo/doas got installed (a recipe package depends on it)"
+	fi
+
+	rm -f "$root/usr/sbin/policy-rc.d"
+	in_chroot "$root" apt-get clean
+	rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin \
+		"$root"/var/cache/apt/archives/*.deb "$root"/var/cache/debconf/*-old \
+		"$root"/var/lib/dpkg/*-old "$root"/var/cache/ldconfig/aux-cache \
+		"$root"/var/log/* "$root"/tmp/* "$root"/var/tmp/* "$root"/root/.cache
+	mkdir -p "$root/var/lib/apt/lists/partial"
+	# What dpkg's path-exclude could not catch (installed by debootstrap).
+	find "$root/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete 2>/dev/null || true
+	find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete 2>/dev/null || true
+	for f in man info groff lintian linda help gtk-doc; do
+		rm -rf "${root:?}/usr/share/$f"
+	done
+	find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} + 2>/dev/null || true
+	put "$root" /etc/resolv.conf <<<"nameserver 10.0.2.3"
+}
+
+# Installs the kernel and initramfs-tools in the throwaway tree $1 and copies
+# vmlinuz, initrd.img and version to $2.
+common_kernel_build() {
+	local root=$1 out=$2 version
+	common_apt_setup "$root" "$WORK/sources"
+	put "$root" /etc/initramfs-tools/modules < <(printf '%s\n' "${KERNEL_MODULES[@]}")
+	put "$root" /etc/initramfs-tools/conf.d/cubicle.conf <<-'EOF'
+		MODULES=list
+		BUSYBOX=n
+		COMPRESS=zstd
+		RESUME=none
+	EOF
+	run_logged chroot_apt "$root" update || die "apt-get update (kernel) failed (log: $LOG)"
+	run_logged chroot_apt "$root" install "${KERNEL_PACKAGES[@]}" || die "installing the kernel failed (log: $LOG)"
+	version=$(cd "$root/lib/modules" && ls | sort -V | tail -n1)
+	[[ -n $version && -f $root/boot/vmlinuz-$version && -f $root/boot/initrd.img-$version ]] ||
+		die "the kernel install left no /boot/vmlinuz + initrd.img (log: $LOG)"
+	cp "$root/boot/vmlinuz-$version" "$out/vmlinuz"
+	cp "$root/boot/initrd.img-$version" "$out/initrd.img"
+	echo "$version" >"$out/version"
+}

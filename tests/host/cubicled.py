@@ -1,0 +1,112 @@
+"""Runs the built cubicled on a free loopback port with a fresh state
+directory, and a small client for its REST API (stdlib only)."""
+
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "envd"))
+import harness  # noqa: E402
+from harness import Response, wait_until  # noqa: E402,F401
+
+
+class Cubicled:
+    def __init__(self, args=(), state_dir=None):
+        self.args = list(args)
+        self.admin = "ck_admin_" + secrets.token_hex(16)
+        self.own_state = state_dir is None
+        self.state = state_dir or tempfile.mkdtemp(prefix="cubicle-state-")
+        self.proc = None
+        self.port = None
+
+    def start(self, port=0):
+        env = dict(os.environ)
+        env["CUBICLE_ADMIN_KEY"] = self.admin
+        self.log_path = os.path.join(self.state, "cubicled.log")
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [os.path.join(harness.BIN, "cubicled"), "--listen", "127.0.0.1:%d" % port,
+             "--state-dir", self.state, "--images", os.path.join(harness.BUILD, "images")]
+            + self.args, stdout=subprocess.PIPE, stderr=self.log, env=env)
+        line = self.proc.stdout.readline().decode()
+        if "listening on" not in line:
+            self.proc.kill()
+            raise RuntimeError("cubicled did not start: %r\n%s" % (line, self.read_log()))
+        self.port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
+        return self
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")[-8000:]
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.log.close()
+
+    def restart(self):
+        """A new cubicled on the same state directory and port."""
+        return self.start(self.port)
+
+    def stop(self, clean=True):
+        """Deletes every computer (so nothing leaks), then stops cubicled."""
+        if self.proc and self.proc.poll() is None:
+            if clean:
+                for c in self.req("GET", "/v1/computers").json.get("computers", []):
+                    self.req("DELETE", "/v1/computers/" + c["id"])
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc.stdout.close()
+            self.log.close()
+        if self.own_state:
+            shutil.rmtree(self.state, ignore_errors=True)
+
+    def req(self, method, path, body=None, key=True, headers=None, timeout=180):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = dict(headers or {})
+        if key is True:
+            h["Authorization"] = "Bearer " + self.admin
+        elif key:
+            h["Authorization"] = "Bearer " + key
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        resp = Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+        conn.close()
+        return resp
+
+    def ok(self, method, path, body=None, key=True, status=200, **kw):
+        r = self.req(method, path, body, key, **kw)
+        if r.status != status:
+            raise AssertionError("%s %s -> %d %s" % (method, path, r.status, r.body[:600]))
+        return r.json if r.headers.get("content-type", "").startswith("application/json") else r
+
+    def workspace(self, name="ws", **kw):
+        """Creates a workspace and a key for it: (workspace id, key)."""
+        body = {"name": name}
+        body.update(kw)
+        ws = self.ok("POST", "/v1/workspaces", body, status=201)["id"]
+        key = self.ok("POST", "/v1/workspaces/%s/keys" % ws, status=201)["key"]
+        return ws, key
+
+    def computer(self, key, timeout_s=120, **params):
+        """Creates a computer and waits until it runs; returns its JSON."""
+        return self.ok("POST", "/v1/computers?wait=running&timeout_s=%d" % timeout_s,
+                       params, key=key, status=201)
+
+    def act(self, cid, action, params=None, key=True, status=200):
+        return self.ok("POST", "/v1/computers/%s/actions/%s" % (cid, action), params or {},
+                       key=key, status=status)

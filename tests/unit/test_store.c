@@ -1,0 +1,1060 @@
+/*
+ * store: workspaces, keys, computers and the usage ledger against a real
+ * SQLite database in a fresh temporary directory per test (cmocka).
+ * Includes a SIGKILL of a process mid-ledger and concurrent use from
+ * several threads.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store.h"
+
+struct fixture {
+	char dir[64];
+	char path[128];
+	struct store *s;
+};
+
+static int fixture_setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+	snprintf(f->dir, sizeof f->dir, "/tmp/cubicle-store-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->path, sizeof f->path, "%s/cubicle.db", f->dir);
+	struct err e = {0};
+	f->s = store_open(f->path, &e);
+	if (!f->s) {
+		fprintf(stderr, "store_open: %s\n", e.message);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int fixture_teardown(void **state)
+{
+	struct fixture *f = *state;
+	store_close(f->s);
+	DIR *d = opendir(f->dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char p[512];
+		snprintf(p, sizeof p, "%s/%s", f->dir, de->d_name);
+		unlink(p);
+	}
+	if (d)
+		closedir(d);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+/* Closes and reopens the fixture's store. */
+static void fixture_reopen(struct fixture *f)
+{
+	struct err e = {0};
+	store_close(f->s);
+	f->s = store_open(f->path, &e);
+	if (!f->s)
+		fail_msg("reopen: %s", e.message);
+}
+
+static bool is_hex(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return false;
+	return p[n] == 0;
+}
+
+static void make_workspace(struct store *s, const char *name, struct store_workspace *w)
+{
+	struct err e = {0};
+	if (store_workspace_create(s, name, 0, w, &e))
+		fail_msg("workspace_create: %s", e.message);
+}
+
+/* Inserts a computer with the given workspace, kind, size, state. */
+static void make_computer(struct store *s, const char *ws, const char *kind, const char *size,
+			  const char *state, struct store_computer *out)
+{
+	struct store_computer c;
+	memset(&c, 0, sizeof c);
+	snprintf(c.workspace, sizeof c.workspace, "%s", ws);
+	snprintf(c.kind, sizeof c.kind, "%s", kind);
+	snprintf(c.size, sizeof c.size, "%s", size);
+	snprintf(c.isolation, sizeof c.isolation, "container");
+	snprintf(c.state, sizeof c.state, "%s", state);
+	c.width = 1280;
+	c.height = 800;
+	c.idle_timeout_s = 600;
+	struct err e = {0};
+	if (store_computer_insert(s, &c, &e))
+		fail_msg("computer_insert: %s", e.message);
+	*out = c;
+}
+
+/* ---- workspaces and keys ---------------------------------------------- */
+
+static void test_workspace_create_get_list(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace a, b, got;
+	assert_int_equal(store_workspace_create(f->s, "acme", 3, &a, &e), 0);
+	assert_int_equal(strncmp(a.id, "ws-", 3), 0);
+	assert_true(is_hex(a.id + 3, 16));
+	assert_string_equal(a.name, "acme");
+	assert_int_equal(a.max_running, 3);
+	assert_true(a.created_ms > 1600000000000LL);
+	make_workspace(f->s, "globex", &b);
+	assert_string_not_equal(a.id, b.id);
+
+	assert_int_equal(store_workspace_get(f->s, a.id, &got, &e), 0);
+	assert_string_equal(got.id, a.id);
+	assert_string_equal(got.name, "acme");
+	assert_int_equal(got.max_running, 3);
+	assert_int_equal(got.created_ms, a.created_ms);
+
+	assert_int_equal(store_workspace_get(f->s, "ws-0000000000000000", &got, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_string_equal(e.message, "no workspace ws-0000000000000000");
+
+	assert_int_equal(store_workspace_create(f->s, "", 0, &got, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_string_equal(e.param, "name");
+	assert_int_equal(store_workspace_create(f->s, NULL, 0, &got, &e), -1);
+	assert_string_equal(e.param, "name");
+	assert_int_equal(store_workspace_create(f->s, "x", -1, &got, &e), -1);
+	assert_string_equal(e.param, "max_running");
+	char longname[200];
+	memset(longname, 'n', sizeof longname - 1);
+	longname[sizeof longname - 1] = 0;
+	assert_int_equal(store_workspace_create(f->s, longname, 0, &got, &e), -1);
+	assert_string_equal(e.param, "name");
+
+	json_t *list = NULL;
+	assert_int_equal(store_workspace_list(f->s, &list, &e), 0);
+	assert_int_equal(json_array_size(list), 2);
+	json_t *first = json_array_get(list, 0);
+	assert_string_equal(json_string_value(json_object_get(first, "id")), a.id);
+	assert_string_equal(json_string_value(json_object_get(first, "name")), "acme");
+	assert_int_equal(json_integer_value(json_object_get(first, "max_running")), 3);
+	assert_int_equal(json_integer_value(json_object_get(first, "created_at")), a.created_ms);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "id")),
+			    b.id);
+	json_decref(list);
+}
+
+/* Whether needle occurs anywhere in the bytes of the file at path. */
+static bool file_contains(const char *path, const char *needle)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return false;
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	size_t got;
+	while ((got = fread(buf + len, 1, cap - len, fp)) > 0) {
+		len += got;
+		if (len == cap)
+			buf = realloc(buf, cap *= 2);
+	}
+	fclose(fp);
+	bool found = memmem(buf, len, needle, strlen(needle)) != NULL;
+	free(buf);
+	return found;
+}
+
+static void test_keys(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "acme", &w);
+
+	char key[64], admin_key[64];
+	assert_int_equal(store_key_create(f->s, w.id, key, &e), 0);
+	assert_int_equal(strlen(key), 51);
+	assert_int_equal(strncmp(key, "ck_", 3), 0);
+	assert_true(is_hex(key + 3, 48));
+	assert_int_equal(store_key_create(f->s, NULL, admin_key, &e), 0);
+	assert_string_not_equal(key, admin_key);
+
+	char ws[40] = "junk";
+	bool admin = true;
+	assert_int_equal(store_key_lookup(f->s, key, ws, &admin, &e), 0);
+	assert_string_equal(ws, w.id);
+	assert_false(admin);
+	assert_int_equal(store_key_lookup(f->s, admin_key, ws, &admin, &e), 0);
+	assert_string_equal(ws, "");
+	assert_true(admin);
+
+	/* A wrong key: one changed digit, a prefix, empty, NULL. */
+	char wrong[64];
+	memcpy(wrong, key, sizeof wrong);
+	wrong[10] = wrong[10] == '0' ? '1' : '0';
+	assert_int_equal(store_key_lookup(f->s, wrong, ws, &admin, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+	char prefix[64];
+	snprintf(prefix, sizeof prefix, "%.50s", key);
+	assert_int_equal(store_key_lookup(f->s, prefix, ws, &admin, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+	assert_int_equal(store_key_lookup(f->s, "", ws, &admin, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+	assert_int_equal(store_key_lookup(f->s, NULL, ws, &admin, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+
+	/* Keys for a workspace that does not exist, or "". */
+	char other[64];
+	assert_int_equal(store_key_create(f->s, "ws-ffffffffffffffff", other, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_key_create(f->s, "", other, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+
+	/* The plaintext is in neither the database nor its WAL, while open
+	 * and after close (checkpointed). */
+	char wal[160];
+	snprintf(wal, sizeof wal, "%s-wal", f->path);
+	assert_true(file_contains(wal, w.id)); /* the check can see what is there */
+	assert_false(file_contains(wal, key + 3));
+	assert_false(file_contains(f->path, key + 3));
+	assert_false(file_contains(wal, admin_key + 3));
+	fixture_reopen(f);
+	assert_int_equal(store_key_lookup(f->s, key, ws, &admin, &e), 0);
+	assert_string_equal(ws, w.id);
+	store_close(f->s);
+	f->s = NULL;
+	assert_true(file_contains(f->path, w.id));
+	assert_false(file_contains(f->path, key + 3));
+	assert_false(file_contains(f->path, admin_key + 3));
+	struct stat st;
+	assert_int_equal(stat(f->path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	fixture_reopen(f);
+
+	/* Revocation: twice is fine; a never-created key is not found. */
+	assert_int_equal(store_key_revoke(f->s, key, &e), 0);
+	assert_int_equal(store_key_revoke(f->s, key, &e), 0);
+	assert_int_equal(store_key_lookup(f->s, key, ws, &admin, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+	assert_int_equal(store_key_lookup(f->s, admin_key, ws, &admin, &e), 0);
+	assert_int_equal(store_key_revoke(f->s, wrong, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+}
+
+/* ---- computers ---------------------------------------------------------- */
+
+static void test_computer_roundtrip(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "acme", &w);
+
+	struct store_computer c;
+	memset(&c, 0, sizeof c);
+	snprintf(c.workspace, sizeof c.workspace, "%s", w.id);
+	snprintf(c.kind, sizeof c.kind, "desktop");
+	snprintf(c.size, sizeof c.size, "medium");
+	snprintf(c.isolation, sizeof c.isolation, "container");
+	snprintf(c.state, sizeof c.state, "provisioning");
+	snprintf(c.external_workspace_id, sizeof c.external_workspace_id, "tenant-42");
+	snprintf(c.session_id, sizeof c.session_id, "sess-1");
+	snprintf(c.envd_token, sizeof c.envd_token, "tok-abc");
+	snprintf(c.accel, sizeof c.accel, "kvm");
+	c.width = 1920;
+	c.height = 1080;
+	c.idle_timeout_s = 300;
+	c.metadata = json_pack("{s:s, s:{s:[i,i,f]}, s:b, s:n}", "owner", "Zoë \u2603", "nested",
+			       "list", 1, 2, 3.5, "flag", 1, "nothing");
+	assert_int_equal(store_computer_insert(f->s, &c, &e), 0);
+	assert_int_equal(strncmp(c.id, "c-", 2), 0);
+	assert_true(is_hex(c.id + 2, 16));
+	assert_true(c.created_ms > 0);
+	assert_int_equal(c.updated_ms, c.created_ms);
+	assert_int_equal(c.last_activity_ms, c.created_ms);
+	assert_true(json_is_object(c.driver_state)); /* {} filled in */
+
+	struct store_computer g;
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_string_equal(g.id, c.id);
+	assert_string_equal(g.workspace, w.id);
+	assert_string_equal(g.kind, "desktop");
+	assert_string_equal(g.size, "medium");
+	assert_string_equal(g.isolation, "container");
+	assert_string_equal(g.state, "provisioning");
+	assert_string_equal(g.error, "");
+	assert_string_equal(g.external_workspace_id, "tenant-42");
+	assert_string_equal(g.session_id, "sess-1");
+	assert_string_equal(g.envd_token, "tok-abc");
+	assert_string_equal(g.accel, "kvm");
+	assert_int_equal(g.width, 1920);
+	assert_int_equal(g.height, 1080);
+	assert_int_equal(g.idle_timeout_s, 300);
+	assert_int_equal(g.created_ms, c.created_ms);
+	assert_int_equal(g.deleted_ms, 0);
+	assert_true(json_equal(g.metadata, c.metadata));
+	assert_true(json_is_object(g.driver_state));
+	assert_int_equal(json_object_size(g.driver_state), 0);
+	store_computer_clear(&g);
+
+	/* Update every column; driver_state round trip. */
+	json_object_set_new(c.driver_state, "pid", json_integer(4242));
+	json_object_set_new(c.driver_state, "cgroup", json_string("/sys/fs/cgroup/cubicle/x"));
+	snprintf(c.state, sizeof c.state, "running");
+	snprintf(c.size, sizeof c.size, "large");
+	c.width = 1024;
+	json_decref(c.metadata);
+	c.metadata = NULL; /* stored as {} */
+	assert_int_equal(store_computer_update(f->s, &c, &e), 0);
+	assert_true(c.updated_ms >= c.created_ms);
+	assert_int_equal(store_computer_get(f->s, c.id, w.id, &g, &e), 0);
+	assert_string_equal(g.state, "running");
+	assert_string_equal(g.size, "large");
+	assert_int_equal(g.width, 1024);
+	assert_int_equal(json_integer_value(json_object_get(g.driver_state, "pid")), 4242);
+	assert_true(json_equal(g.driver_state, c.driver_state));
+	assert_true(json_is_object(g.metadata));
+	assert_int_equal(json_object_size(g.metadata), 0);
+	assert_int_equal(g.created_ms, c.created_ms);
+	store_computer_clear(&g);
+
+	/* set_state with a reason; deleted sets deleted_ms once. */
+	assert_int_equal(store_computer_set_state(f->s, c.id, "error", "envd did not start", &e),
+			 0);
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_string_equal(g.state, "error");
+	assert_string_equal(g.error, "envd did not start");
+	assert_int_equal(json_integer_value(json_object_get(g.driver_state, "pid")), 4242);
+	store_computer_clear(&g);
+	assert_int_equal(store_computer_set_state(f->s, c.id, "deleted", NULL, &e), 0);
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_string_equal(g.state, "deleted");
+	assert_string_equal(g.error, "");
+	assert_true(g.deleted_ms > 0);
+	store_computer_clear(&g);
+
+	/* A too-long error is cut at a character boundary, not refused. */
+	char longerr[1200];
+	size_t n = 0;
+	while (n + 3 < sizeof longerr) {
+		memcpy(longerr + n, "\u00e9", 2); /* 2-byte é */
+		n += 2;
+	}
+	longerr[n] = 0;
+	assert_int_equal(store_computer_set_state(f->s, c.id, "error", longerr, &e), 0);
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_int_equal(strlen(g.error), 510);
+	store_computer_clear(&g);
+
+	/* Touch moves last activity forward only. */
+	assert_int_equal(store_computer_touch(f->s, c.id, c.created_ms + 5000, &e), 0);
+	assert_int_equal(store_computer_touch(f->s, c.id, c.created_ms + 1000, &e), 0);
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_int_equal(g.last_activity_ms, c.created_ms + 5000);
+	store_computer_clear(&g);
+	assert_int_equal(store_computer_touch(f->s, "c-0000000000000000", 1, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+
+	store_computer_clear(&c);
+}
+
+static void test_computer_other_workspace_is_not_found(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0}, e_missing = {0};
+	struct store_workspace a, b;
+	make_workspace(f->s, "a", &a);
+	make_workspace(f->s, "b", &b);
+	struct store_computer c, g;
+	make_computer(f->s, a.id, "sandbox", "xs", "running", &c);
+
+	assert_int_equal(store_computer_get(f->s, c.id, a.id, &g, &e), 0);
+	store_computer_clear(&g);
+	assert_int_equal(store_computer_get(f->s, c.id, b.id, &g, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	char expect[80];
+	snprintf(expect, sizeof expect, "no computer %s", c.id);
+	assert_string_equal(e.message, expect);
+
+	/* A missing id of the same shape gives the same error. */
+	char missing[40];
+	snprintf(missing, sizeof missing, "%s", c.id);
+	missing[2] = missing[2] == 'a' ? 'b' : 'a';
+	assert_int_equal(store_computer_get(f->s, missing, b.id, &g, &e_missing), -1);
+	assert_int_equal(e_missing.code, e.code);
+	assert_string_equal(e_missing.param, e.param);
+	snprintf(expect, sizeof expect, "no computer %s", missing);
+	assert_string_equal(e_missing.message, expect);
+	store_computer_clear(&c);
+}
+
+static void test_computer_list_filters_and_count(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace a, b;
+	make_workspace(f->s, "a", &a);
+	make_workspace(f->s, "b", &b);
+	struct store_computer c[6];
+	make_computer(f->s, a.id, "desktop", "small", "running", &c[0]);
+	make_computer(f->s, a.id, "sandbox", "md", "stopped", &c[1]);
+	make_computer(f->s, a.id, "sandbox", "xs", "deleted", &c[2]);
+	make_computer(f->s, b.id, "desktop", "large", "provisioning", &c[3]);
+	make_computer(f->s, a.id, "sandbox", "sm", "stopping", &c[4]);
+	make_computer(f->s, a.id, "desktop", "small", "error", &c[5]);
+
+	struct store_computer *list = NULL;
+	size_t n = 0;
+	/* NULL filter: everything but deleted, oldest first. */
+	assert_int_equal(store_computer_list(f->s, NULL, &list, &n, &e), 0);
+	assert_int_equal(n, 5);
+	const int all[] = {0, 1, 3, 4, 5};
+	for (size_t i = 0; i < n; i++) {
+		assert_string_equal(list[i].id, c[all[i]].id);
+		store_computer_clear(&list[i]);
+	}
+	free(list);
+
+	struct {
+		struct store_filter f;
+		int expect[6];
+		size_t n;
+	} cases[] = {
+	    {{.workspace = a.id}, {0, 1, 4, 5}, 4},
+	    {{.workspace = a.id, .include_deleted = true}, {0, 1, 2, 4, 5}, 5},
+	    {{.workspace = a.id, .kind = "sandbox"}, {1, 4}, 2},
+	    {{.state = "deleted"}, {2}, 1},
+	    {{.state = "running"}, {0}, 1},
+	    {{.workspace = b.id, .state = "running"}, {0}, 0},
+	    {{.kind = "desktop", .include_deleted = true}, {0, 3, 5}, 3},
+	    {{.workspace = "ws-nobody"}, {0}, 0},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		assert_int_equal(store_computer_list(f->s, &cases[k].f, &list, &n, &e), 0);
+		assert_int_equal(n, cases[k].n);
+		for (size_t i = 0; i < n; i++) {
+			assert_string_equal(list[i].id, c[cases[k].expect[i]].id);
+			store_computer_clear(&list[i]);
+		}
+		free(list);
+	}
+	struct store_filter bad = {.state = "sleeping"};
+	assert_int_equal(store_computer_list(f->s, &bad, &list, &n, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_string_equal(e.param, "state");
+
+	int running = -1;
+	assert_int_equal(store_computer_count_running(f->s, a.id, &running, &e), 0);
+	assert_int_equal(running, 2); /* running + stopping */
+	assert_int_equal(store_computer_count_running(f->s, b.id, &running, &e), 0);
+	assert_int_equal(running, 1); /* provisioning */
+	assert_int_equal(store_computer_set_state(f->s, c[1].id, "starting", NULL, &e), 0);
+	assert_int_equal(store_computer_count_running(f->s, a.id, &running, &e), 0);
+	assert_int_equal(running, 3);
+	assert_int_equal(store_computer_count_running(f->s, NULL, &running, &e), 0);
+	assert_int_equal(running, 4);
+	for (int i = 0; i < 6; i++)
+		store_computer_clear(&c[i]);
+}
+
+static void test_computer_bad_input(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "a", &w);
+	struct store_computer c;
+	memset(&c, 0, sizeof c);
+	snprintf(c.workspace, sizeof c.workspace, "%s", w.id);
+	snprintf(c.kind, sizeof c.kind, "sandbox");
+	snprintf(c.size, sizeof c.size, "huge");
+	snprintf(c.isolation, sizeof c.isolation, "container");
+	snprintf(c.state, sizeof c.state, "provisioning");
+	assert_int_equal(store_computer_insert(f->s, &c, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_string_equal(e.param, "size");
+	snprintf(c.size, sizeof c.size, "xs");
+	snprintf(c.state, sizeof c.state, "asleep");
+	assert_int_equal(store_computer_insert(f->s, &c, &e), -1);
+	assert_string_equal(e.param, "state");
+	snprintf(c.state, sizeof c.state, "provisioning");
+	snprintf(c.kind, sizeof c.kind, "toaster");
+	assert_int_equal(store_computer_insert(f->s, &c, &e), -1);
+	assert_string_equal(e.param, "kind");
+	snprintf(c.kind, sizeof c.kind, "sandbox");
+	snprintf(c.workspace, sizeof c.workspace, "ws-ffffffffffffffff");
+	assert_int_equal(store_computer_insert(f->s, &c, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_string_equal(e.param, "workspace");
+	assert_non_null(strstr(e.message, "ws-ffffffffffffffff"));
+	snprintf(c.workspace, sizeof c.workspace, "%s", w.id);
+	c.metadata = json_array();
+	assert_int_equal(store_computer_insert(f->s, &c, &e), -1);
+	assert_string_equal(e.param, "metadata");
+	json_decref(c.metadata);
+	c.metadata = NULL;
+	assert_int_equal(store_computer_insert(f->s, &c, &e), 0);
+
+	/* Update of an unknown id, set_state with a bad state. */
+	struct store_computer ghost = c;
+	snprintf(ghost.id, sizeof ghost.id, "c-0000000000000000");
+	assert_int_equal(store_computer_update(f->s, &ghost, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_string_equal(e.message, "no computer c-0000000000000000");
+	snprintf(ghost.workspace, sizeof ghost.workspace, "ws-nobody");
+	snprintf(ghost.id, sizeof ghost.id, "%s", c.id);
+	assert_int_equal(store_computer_update(f->s, &ghost, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_string_equal(e.param, "workspace");
+	assert_int_equal(store_computer_set_state(f->s, c.id, "asleep", NULL, &e), -1);
+	assert_string_equal(e.param, "state");
+	assert_int_equal(store_computer_set_state(f->s, "c-0000000000000000", "running", NULL, &e),
+			 -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_computer_get(f->s, "", NULL, &ghost, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+	store_computer_clear(&c);
+}
+
+/* ---- usage ------------------------------------------------------------ */
+
+static json_t *usage_computer(json_t *usage, const char *id)
+{
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(usage, "computers"), i, c)
+	{
+		if (strcmp(json_string_value(json_object_get(c, "id")), id) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+static json_int_t jint(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	assert_true(json_is_integer(v));
+	return json_integer_value(v);
+}
+
+static double jreal(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	assert_true(json_is_real(v));
+	return json_real_value(v);
+}
+
+static void test_size_multiplier(void **state)
+{
+	(void)state;
+	const char *names[] = {"xs", "sm", "md", "lg", "xl", "small", "medium", "large"};
+	const int mult[] = {1, 2, 4, 8, 16, 4, 8, 16};
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(store_size_multiplier(names[i]), mult[i]);
+	assert_int_equal(store_size_multiplier("XS"), 0);
+	assert_int_equal(store_size_multiplier(""), 0);
+	assert_int_equal(store_size_multiplier(NULL), 0);
+}
+
+static void test_usage_arithmetic(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w, other;
+	make_workspace(f->s, "acme", &w);
+	make_workspace(f->s, "globex", &other);
+	struct store_computer md, small, elsewhere;
+	make_computer(f->s, w.id, "sandbox", "md", "running", &md);
+	make_computer(f->s, w.id, "desktop", "small", "running", &small);
+	make_computer(f->s, other.id, "sandbox", "xl", "running", &elsewhere);
+	const int64_t t0 = 1700000000000LL;
+
+	/* md: running 1500 ms, stopped 2500 ms, then nothing. */
+	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", "running", t0, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", "stopped", t0 + 1500, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", NULL, t0 + 4000, &e), 0);
+	/* small: running 10 s from t0 + 2000 (open, ticked). */
+	assert_int_equal(
+	    store_usage_switch(f->s, small.id, w.id, "small", "running", t0 + 2000, &e), 0);
+	/* The other workspace: xl running 1 s. */
+	assert_int_equal(store_usage_switch(f->s, elsewhere.id, other.id, "xl", "running", t0, &e),
+			 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 12000, &e), 0);
+	assert_int_equal(
+	    store_usage_switch(f->s, elsewhere.id, other.id, "xl", NULL, t0 + 1000, &e), 0);
+
+	struct store_rates rates = {15000, 1000};
+	json_t *u = NULL;
+	assert_int_equal(store_usage_query(f->s, w.id, t0, t0 + 20000, &rates, &u, &e), 0);
+	assert_string_equal(json_string_value(json_object_get(u, "workspace")), w.id);
+	assert_int_equal(jint(u, "from"), t0);
+	assert_int_equal(jint(u, "to"), t0 + 20000);
+	assert_int_equal(json_array_size(json_object_get(u, "computers")), 2);
+	json_t *m = usage_computer(u, md.id);
+	assert_non_null(m);
+	assert_string_equal(json_string_value(json_object_get(m, "kind")), "sandbox");
+	assert_string_equal(json_string_value(json_object_get(m, "size")), "md");
+	assert_true(jreal(m, "running_seconds") == 1.5);
+	assert_true(jreal(m, "stopped_seconds") == 2.5);
+	/* 1500 ms * 15000 * 4 / 1000 = 90000; 2500 ms * 1000 / 1000 = 2500 */
+	assert_int_equal(jint(m, "cost_nanodollars"), 90000 + 2500);
+	json_t *sm = usage_computer(u, small.id);
+	assert_string_equal(json_string_value(json_object_get(sm, "kind")), "desktop");
+	assert_true(jreal(sm, "running_seconds") == 10.0);
+	assert_int_equal(jint(sm, "cost_nanodollars"), 10000LL * 15000 * 4 / 1000); /* 600000 */
+	json_t *total = json_object_get(u, "total");
+	assert_true(jreal(total, "running_seconds") == 11.5);
+	assert_true(jreal(total, "stopped_seconds") == 2.5);
+	assert_int_equal(jint(total, "cost_nanodollars"), 692500);
+	assert_true(jreal(total, "cost_usd") == 692500 / 1e9);
+	json_decref(u);
+
+	/* Clipping: [t0 + 1000, t0 + 3000) sees 500 ms running + 1500 ms
+	 * stopped of md, and 1000 ms of small. Default rates (stopped 0). */
+	assert_int_equal(store_usage_query(f->s, w.id, t0 + 1000, t0 + 3000, NULL, &u, &e), 0);
+	m = usage_computer(u, md.id);
+	assert_true(jreal(m, "running_seconds") == 0.5);
+	assert_true(jreal(m, "stopped_seconds") == 1.5);
+	assert_int_equal(jint(m, "cost_nanodollars"), 500LL * 15000 * 4 / 1000); /* 30000 */
+	sm = usage_computer(u, small.id);
+	assert_true(jreal(sm, "running_seconds") == 1.0);
+	assert_int_equal(jint(sm, "cost_nanodollars"), 60000);
+	assert_int_equal(jint(json_object_get(u, "total"), "cost_nanodollars"), 90000);
+	json_decref(u);
+
+	/* All workspaces; the xl computer bills 1000 ms * 15000 * 16 / 1000. */
+	assert_int_equal(store_usage_query(f->s, NULL, t0, t0 + 20000, NULL, &u, &e), 0);
+	assert_true(json_is_null(json_object_get(u, "workspace")));
+	assert_int_equal(json_array_size(json_object_get(u, "computers")), 3);
+	json_t *xl = usage_computer(u, elsewhere.id);
+	assert_int_equal(jint(xl, "cost_nanodollars"), 240000);
+	assert_string_equal(json_string_value(json_object_get(xl, "workspace")), other.id);
+	assert_int_equal(jint(json_object_get(u, "total"), "cost_nanodollars"),
+			 90000 + 600000 + 240000);
+	/* Oldest computer first. */
+	assert_string_equal(json_string_value(json_object_get(
+				json_array_get(json_object_get(u, "computers"), 0), "id")),
+			    md.id);
+	json_decref(u);
+
+	/* A window with nothing in it, and a window before everything. */
+	assert_int_equal(store_usage_query(f->s, w.id, t0 - 5000, t0, NULL, &u, &e), 0);
+	assert_int_equal(json_array_size(json_object_get(u, "computers")), 0);
+	assert_int_equal(jint(json_object_get(u, "total"), "cost_nanodollars"), 0);
+	assert_true(jreal(json_object_get(u, "total"), "cost_usd") == 0.0);
+	json_decref(u);
+
+	/* Deleted computers stay in the usage. */
+	assert_int_equal(store_computer_set_state(f->s, md.id, "deleted", NULL, &e), 0);
+	assert_int_equal(store_usage_query(f->s, w.id, t0, t0 + 20000, NULL, &u, &e), 0);
+	assert_non_null(usage_computer(u, md.id));
+	json_decref(u);
+
+	/* Bad windows and rates. */
+	assert_int_equal(store_usage_query(f->s, w.id, t0 + 1, t0, NULL, &u, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_string_equal(e.param, "from");
+	struct store_rates neg = {-1, 0};
+	assert_int_equal(store_usage_query(f->s, w.id, t0, t0 + 1, &neg, &u, &e), -1);
+	assert_string_equal(e.param, "rates");
+	struct store_rates huge = {INT64_MAX / 2, 0};
+	assert_int_equal(store_usage_query(f->s, w.id, t0, t0 + 20000, &huge, &u, &e), -1);
+	assert_string_equal(e.param, "rates");
+
+	store_computer_clear(&md);
+	store_computer_clear(&small);
+	store_computer_clear(&elsewhere);
+}
+
+/* Cost is floored per segment: two 1 ms segments at 1500 nd/s cost 1 + 1,
+ * not 3; a 1 ms segment at 999 nd/s costs 0. */
+static void test_usage_rounding_is_floor_per_segment(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "acme", &w);
+	struct store_computer c;
+	make_computer(f->s, w.id, "sandbox", "xs", "running", &c);
+	const int64_t t0 = 1700000000000LL;
+	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "xs", "running", t0, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "xs", "stopped", t0 + 1, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "xs", "running", t0 + 2, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "xs", NULL, t0 + 3, &e), 0);
+	struct store_rates r = {1500, 999};
+	json_t *u = NULL;
+	assert_int_equal(store_usage_query(f->s, NULL, t0, t0 + 10, &r, &u, &e), 0);
+	json_t *m = usage_computer(u, c.id);
+	assert_true(jreal(m, "running_seconds") == 0.002);
+	assert_true(jreal(m, "stopped_seconds") == 0.001);
+	assert_int_equal(jint(m, "cost_nanodollars"), 2);
+	json_decref(u);
+	store_computer_clear(&c);
+}
+
+static void test_usage_switch_and_open_segments(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "acme", &w);
+	struct store_computer a, b;
+	make_computer(f->s, w.id, "sandbox", "xs", "running", &a);
+	make_computer(f->s, w.id, "sandbox", "sm", "stopped", &b);
+	const int64_t t0 = 1700000000000LL;
+
+	struct store_open_segment *segs = NULL;
+	size_t n = 99;
+	assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
+	assert_int_equal(n, 0);
+	free(segs);
+
+	assert_int_equal(store_usage_switch(f->s, a.id, w.id, "xs", "running", t0, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, b.id, w.id, "sm", "stopped", t0 + 100, &e), 0);
+	/* Switching to the same state again just starts a new segment. */
+	assert_int_equal(store_usage_switch(f->s, a.id, w.id, "xs", "running", t0 + 50, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 0);
+	/* A tick never moves an end backwards. */
+	assert_int_equal(store_usage_tick(f->s, t0 + 900, &e), 0);
+
+	assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(segs[0].computer, a.id);
+	assert_int_equal(segs[0].start_ms, t0 + 50);
+	assert_int_equal(segs[0].end_ms, t0 + 1000);
+	assert_string_equal(segs[0].rate_state, "running");
+	assert_string_equal(segs[1].computer, b.id);
+	assert_int_equal(segs[1].start_ms, t0 + 100);
+	assert_int_equal(segs[1].end_ms, t0 + 1000);
+	assert_string_equal(segs[1].rate_state, "stopped");
+	free(segs);
+
+	/* Closing at an earlier time than the last tick (the recorded end after
+	 * a restart) sets the end there; closing twice is a no-op. */
+	assert_int_equal(store_usage_switch(f->s, a.id, NULL, NULL, NULL, t0 + 800, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, a.id, NULL, NULL, NULL, t0 + 900, &e), 0);
+	/* A switch whose time is before the segment's start clamps: no
+	 * overlap, no negative length. */
+	assert_int_equal(store_usage_switch(f->s, b.id, w.id, "sm", "running", t0 + 10, &e), 0);
+	assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(segs[0].computer, b.id);
+	assert_int_equal(segs[0].start_ms, t0 + 100);
+	free(segs);
+
+	json_t *u = NULL;
+	assert_int_equal(store_usage_query(f->s, w.id, t0, t0 + 5000, NULL, &u, &e), 0);
+	json_t *ua = usage_computer(u, a.id);
+	assert_true(jreal(ua, "running_seconds") == 0.8); /* 0..50 and 50..800 */
+	assert_int_equal(jint(ua, "cost_nanodollars"), 50 * 15 + 750 * 15);
+	json_t *ub = usage_computer(u, b.id);
+	assert_true(jreal(ub, "stopped_seconds") == 0.0);
+	assert_true(jreal(ub, "running_seconds") == 0.0);
+	json_decref(u);
+
+	/* Bad input. */
+	assert_int_equal(store_usage_switch(f->s, a.id, w.id, "xs", "paused", t0, &e), -1);
+	assert_string_equal(e.param, "rate_state");
+	assert_int_equal(store_usage_switch(f->s, a.id, w.id, "jumbo", "running", t0, &e), -1);
+	assert_string_equal(e.param, "size");
+	assert_int_equal(store_usage_switch(f->s, a.id, NULL, "xs", "running", t0, &e), -1);
+	assert_string_equal(e.param, "workspace");
+	assert_int_equal(store_usage_switch(f->s, "", w.id, "xs", "running", t0, &e), -1);
+	assert_string_equal(e.param, "computer");
+	assert_int_equal(
+	    store_usage_switch(f->s, "c-0000000000000000", w.id, "xs", "running", t0, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_string_equal(e.param, "computer");
+	/* The failed switch rolled back: still only b's segment is open. */
+	assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
+	assert_int_equal(n, 1);
+	free(segs);
+	store_computer_clear(&a);
+	store_computer_clear(&b);
+}
+
+/* ---- durability --------------------------------------------------------- */
+
+static void test_reopen_finds_everything(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "acme", &w);
+	char key[64];
+	assert_int_equal(store_key_create(f->s, w.id, key, &e), 0);
+	struct store_computer c;
+	make_computer(f->s, w.id, "desktop", "small", "running", &c);
+	json_object_set_new(c.driver_state, "pid", json_integer(77));
+	assert_int_equal(store_computer_update(f->s, &c, &e), 0);
+	const int64_t t0 = 1700000000000LL;
+	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "small", "running", t0, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 3000, &e), 0);
+
+	fixture_reopen(f);
+	struct store_workspace gw;
+	assert_int_equal(store_workspace_get(f->s, w.id, &gw, &e), 0);
+	char ws[40];
+	bool admin;
+	assert_int_equal(store_key_lookup(f->s, key, ws, &admin, &e), 0);
+	assert_string_equal(ws, w.id);
+	struct store_computer g;
+	assert_int_equal(store_computer_get(f->s, c.id, w.id, &g, &e), 0);
+	assert_int_equal(json_integer_value(json_object_get(g.driver_state, "pid")), 77);
+	store_computer_clear(&g);
+	struct store_open_segment *segs;
+	size_t n;
+	assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(segs[0].end_ms, t0 + 3000);
+	free(segs);
+
+	/* The schema version is recorded. */
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(st, 0), 1);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	store_computer_clear(&c);
+}
+
+/* A child process opens the store, ticks, tells the parent, and is killed
+ * with SIGKILL without closing anything: the parent finds the tick. */
+static void test_kill9_keeps_last_tick(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "acme", &w);
+	struct store_computer c;
+	make_computer(f->s, w.id, "sandbox", "md", "running", &c);
+	const int64_t t0 = 1700000000000LL;
+	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "md", "running", t0, &e), 0);
+	store_close(f->s); /* no connection across fork */
+	f->s = NULL;
+
+	int pipefd[2];
+	assert_int_equal(pipe(pipefd), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(pipefd[0]);
+		struct err ce = {0};
+		struct store *cs = store_open(f->path, &ce);
+		int ok = cs != NULL;
+		for (int i = 1; ok && i <= 5; i++)
+			ok = store_usage_tick(cs, t0 + i * 1000, &ce) == 0;
+		if (ok)
+			ok = store_computer_touch(cs, c.id, c.created_ms + 5000, &ce) == 0;
+		char r = ok ? 'y' : 'n';
+		if (write(pipefd[1], &r, 1) != 1)
+			_exit(3);
+		for (;;)
+			pause(); /* wait for SIGKILL with the connection open */
+	}
+	close(pipefd[1]);
+	char r = 0;
+	assert_int_equal(read(pipefd[0], &r, 1), 1);
+	close(pipefd[0]);
+	assert_int_equal(r, 'y');
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+	f->s = store_open(f->path, &e);
+	assert_non_null(f->s);
+	struct store_open_segment *segs;
+	size_t n;
+	assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(segs[0].end_ms, t0 + 5000);
+	free(segs);
+	struct store_computer g;
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_int_equal(g.last_activity_ms, c.created_ms + 5000);
+	store_computer_clear(&g);
+	/* The core then closes the computer's segment at its last tick. */
+	assert_int_equal(store_usage_switch(f->s, c.id, NULL, NULL, NULL, t0 + 5000, &e), 0);
+	json_t *u = NULL;
+	assert_int_equal(store_usage_query(f->s, NULL, t0, t0 + 60000, NULL, &u, &e), 0);
+	assert_int_equal(jint(json_object_get(u, "total"), "cost_nanodollars"),
+			 5000LL * 15000 * 4 / 1000);
+	json_decref(u);
+	store_computer_clear(&c);
+}
+
+/* A database from a newer cubicled is refused with a message saying so. */
+static void test_newer_schema_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	store_close(f->s);
+	f->s = NULL;
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	struct err e = {0};
+	assert_null(store_open(f->path, &e));
+	assert_int_equal(e.code, ERR_INTERNAL);
+	assert_non_null(strstr(e.message, "schema version 99"));
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	f->s = store_open(f->path, &e);
+	assert_non_null(f->s);
+
+	assert_null(store_open("/nonexistent-dir/x.db", &e));
+	assert_int_equal(e.code, ERR_INTERNAL);
+	assert_non_null(strstr(e.message, "/nonexistent-dir/x.db"));
+	assert_null(store_open("", &e));
+	assert_int_equal(e.code, ERR_INVALID);
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+#define THREADS 4
+#define ROUNDS	200
+
+struct worker {
+	struct store *s;
+	const char *workspace;
+	struct store_computer *c;
+	int64_t t0;
+	int index;
+	int failures;
+	char first_error[512];
+};
+
+static void *worker_run(void *arg)
+{
+	struct worker *w = arg;
+	struct err e = {0};
+	for (int i = 0; i < ROUNDS; i++) {
+		int64_t now = w->t0 + (int64_t)i * 10;
+		int rc = 0;
+		switch ((i + w->index) % 4) {
+		case 0:
+			rc = store_usage_tick(w->s, now, &e);
+			break;
+		case 1:
+			rc = store_computer_touch(w->s, w->c->id, now, &e);
+			break;
+		case 2: {
+			struct store_computer g;
+			rc = store_computer_get(w->s, w->c->id, w->workspace, &g, &e);
+			if (rc == 0)
+				store_computer_clear(&g);
+			break;
+		}
+		case 3: {
+			char ws[40];
+			bool admin;
+			rc = store_key_lookup(w->s, "ck_nope", ws, &admin, &e) == -1 &&
+				     e.code == ERR_UNAUTHORIZED
+				 ? 0
+				 : -1;
+			break;
+		}
+		}
+		if (rc && w->failures++ == 0)
+			snprintf(w->first_error, sizeof w->first_error, "%s", e.message);
+	}
+	/* Each thread ends its own computer's open segment at a known time. */
+	if (store_usage_switch(w->s, w->c->id, NULL, NULL, NULL, w->t0 + 1000 * (w->index + 1),
+			       &e) &&
+	    w->failures++ == 0)
+		snprintf(w->first_error, sizeof w->first_error, "%s", e.message);
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace ws;
+	make_workspace(f->s, "acme", &ws);
+	struct store_computer c[THREADS];
+	struct worker w[THREADS];
+	pthread_t th[THREADS];
+	const int64_t t0 = 1700000000000LL;
+	for (int i = 0; i < THREADS; i++) {
+		make_computer(f->s, ws.id, "sandbox", "xs", "running", &c[i]);
+		assert_int_equal(store_usage_switch(f->s, c[i].id, ws.id, "xs", "running", t0, &e),
+				 0);
+		w[i] = (struct worker){
+		    .s = f->s, .workspace = ws.id, .c = &c[i], .t0 = t0, .index = i};
+	}
+	for (int i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, worker_run, &w[i]), 0);
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		if (w[i].failures)
+			fail_msg("thread %d: %d failures, first: %s", i, w[i].failures,
+				 w[i].first_error);
+	}
+	/* Computer i ran i+1 seconds: total (1+2+3+4) s * 15000 nd/s. */
+	json_t *u = NULL;
+	assert_int_equal(store_usage_query(f->s, ws.id, t0, t0 + 60000, NULL, &u, &e), 0);
+	assert_int_equal(jint(json_object_get(u, "total"), "cost_nanodollars"), 10 * 15000);
+	for (int i = 0; i < THREADS; i++)
+		assert_true(jreal(usage_computer(u, c[i].id), "running_seconds") == i + 1.0);
+	json_decref(u);
+	for (int i = 0; i < THREADS; i++)
+		store_computer_clear(&c[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_workspace_create_get_list, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_keys, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_computer_roundtrip, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_computer_other_workspace_is_not_found,
+					    fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_computer_list_filters_and_count, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_computer_bad_input, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test(test_size_multiplier),
+	    cmocka_unit_test_setup_teardown(test_usage_arithmetic, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_usage_rounding_is_floor_per_segment, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_usage_switch_and_open_segments, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_reopen_finds_everything, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_kill9_keeps_last_tick, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_threads, fixture_setup, fixture_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
