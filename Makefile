@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test test-fast run bench images format clean
+.PHONY: all deps build build-asan test test-fast run run-envd bench images format clean
 
 all: build
 
@@ -37,7 +37,12 @@ images: build
 	rootfs/build-image desktop $(BUILD)
 	rootfs/build-image sandbox $(BUILD)
 
-run: build
+# cubicled with a warm desktop, and how to use it (host/run-dev).
+run: build images
+	@host/run-dev
+
+# envd alone on a bare Xvfb desktop, for working on envd itself.
+run-envd: build
 	@python3 tests/envd/dev_desktop.py
 
 bench: build

@@ -4,6 +4,7 @@ computers booted from the built images, real envd inside them."""
 import json
 import os
 import socket
+import sys
 import time
 import unittest
 
@@ -246,3 +247,83 @@ class Restart(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Desktop(unittest.TestCase):
+    """A desktop computer driven through cubicled, like an agent would."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = srv.computer(key, kind="desktop", size="small", idle_timeout_s=600)
+
+    def test_screenshot_shows_the_panel(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "envd"))
+        from pngread import Png
+        r = srv.req("POST", "/v1/computers/%s/actions/screenshot" % self.c["id"], {}, key=key)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["content-type"], "image/png")
+        self.assertEqual((r.headers["x-width"], r.headers["x-height"]), ("1280", "800"))
+        png = Png(r.body)
+        strip = {png.pixel(x, y) for y in range(0, 24, 2) for x in range(0, 1280, 4)}
+        self.assertGreater(len(strip), 8, "the panel strip looks blank")
+
+    def test_typing_into_a_terminal(self):
+        cid = self.c["id"]
+        w = srv.act(cid, "launch", {"app": "xfce4-terminal", "wait_s": 30}, key=key)["window"]
+        self.assertIsNotNone(w)
+        srv.act(cid, "focus_window", {"id": w["id"]}, key=key)
+        srv.act(cid, "type", {"text": "echo typed-through-cubicle > /tmp/typed.txt\n"}, key=key)
+        wait_until(lambda: bash(cid, "cat /tmp/typed.txt 2>/dev/null")["stdout"] ==
+                   "typed-through-cubicle\n", 20, "the typed command to run")
+        srv.act(cid, "close_window", {"id": w["id"]}, key=key)
+
+    def test_stop_start_keeps_file_and_wallpaper(self):
+        c = srv.computer(key, kind="desktop", size="small")
+        cid = c["id"]
+        # A one-colour wallpaper, written as a PPM and converted by python.
+        bash(cid, "python3 -c \"import zlib,struct\n"
+                  "def ch(t,d): return struct.pack('>I',len(d))+t+d+struct.pack('>I',zlib.crc32(t+d))\n"
+                  "raw=b''.join(b'\\\\x00'+b'\\\\x20\\\\xc0\\\\x40'*64 for _ in range(64))\n"
+                  "open('/home/user/green.png','wb').write(b'\\\\x89PNG\\\\r\\\\n\\\\x1a\\\\n'+"
+                  "ch(b'IHDR',struct.pack('>IIBBBBB',64,64,8,2,0,0,0))+"
+                  "ch(b'IDAT',zlib.compress(raw))+ch(b'IEND',b''))\"")
+        r = srv.act(cid, "set_wallpaper", {"path": "/home/user/green.png"}, key=key)
+        self.assertEqual(r["method"], "xfconf")
+        bash(cid, "echo kept > /home/user/file.txt")
+        srv.ok("POST", "/v1/computers/%s/stop" % cid, key=key)
+        srv.ok("POST", "/v1/computers/%s/start" % cid, key=key)
+        self.assertEqual(bash(cid, "cat /home/user/file.txt")["stdout"], "kept\n")
+        prop = bash(cid, "xfconf-query -c xfce4-desktop -l | grep last-image | head -1 | "
+                         "xargs -r xfconf-query -c xfce4-desktop -p")["stdout"].strip()
+        self.assertEqual(prop, "/home/user/green.png")
+        srv.ok("DELETE", "/v1/computers/" + cid, key=key)
+
+    def test_idle_desktop_stops(self):
+        c = srv.computer(key, kind="desktop", size="small", idle_timeout_s=10)
+        s = srv.ok("GET", "/v1/computers/%s?wait=stopped&timeout_s=40" % c["id"], key=key)
+        self.assertEqual(s["state"], "stopped")
+        srv.ok("DELETE", "/v1/computers/" + c["id"], key=key)
+
+
+class WarmPool(unittest.TestCase):
+    def test_create_takes_a_running_desktop_and_the_pool_refills(self):
+        pool = Cubicled(["--warm-pool", "small=1"]).start()
+        try:
+            w, k = pool.workspace("fast")
+            running = lambda: [c for c in pool.ok("GET", "/v1/computers?state=running")
+                               ["computers"] if c["workspace"] != w]
+            first = wait_until(running, 60, "the pool's desktop to run")[0]
+            c = pool.ok("POST", "/v1/computers", {"kind": "desktop", "metadata": {"n": 1}},
+                        key=k, status=201)
+            # No ?wait: it is running in the answer itself.
+            self.assertEqual((c["id"], c["state"], c["workspace"]), (first["id"], "running", w))
+            self.assertEqual(c["metadata"], {"n": 1})
+            self.assertEqual(pool.act(c["id"], "bash", {"command": "id -u"}, key=k)["stdout"],
+                             "1000\n")
+            refill = wait_until(running, 60, "the pool to refill")[0]
+            self.assertNotEqual(refill["id"], c["id"])
+            # The claimed computer bills the workspace from the claim on.
+            u = pool.ok("GET", "/v1/usage", key=k)
+            self.assertEqual([x["id"] for x in u["computers"]], [c["id"]])
+        finally:
+            pool.stop()
