@@ -47,6 +47,11 @@ static void main_usage(FILE *to)
 	      "  --idle-timeout S          default idle timeout (default 600)\n"
 	      "  --ready-timeout S         boot to ready before error (default 120)\n"
 	      "  --warm-pool SIZE=N,...    desktops kept started per size, e.g. small=1\n"
+	      "  --web DIR                 the built embed page (default: ../webclient beside\n"
+	      "                            the binary, i.e. build/webclient)\n"
+	      "  --frame-ancestors SRC     CSP frame-ancestors of the embed page (default 'self')\n"
+	      "  --stream-ttl-max S        longest stream token lifetime (default 600)\n"
+	      "  --stream-max S            longest an open stream lives (default 3600)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -63,6 +68,33 @@ static long long main_number(const char *s, const char *flag, long long lo, long
 		exit(2);
 	}
 	return v;
+}
+
+/* The key that signs stream tokens: DIR/stream.key, 32 random bytes, 0600. */
+static int main_stream_key(const char *state_dir, unsigned char key[32])
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof path, "%s/stream.key", state_dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, key, 32);
+		close(fd);
+		if (n == 32)
+			return 0;
+	}
+	fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, key, 32) != 32) {
+		fprintf(stderr, "cubicled: no randomness for the stream key\n");
+		return -1;
+	}
+	close(fd);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, key, 32) != 32) {
+		fprintf(stderr, "cubicled: cannot write %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	return 0;
 }
 
 /* "small=1,medium=0": desktops kept warm per size. */
@@ -137,7 +169,9 @@ static char *main_admin_key(const char *state_dir)
 
 int main(int argc, char **argv)
 {
-	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL;
+	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
+	const char *frame_ancestors = "'self'";
+	int stream_ttl_max = 600, stream_max = 3600;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -192,6 +226,18 @@ int main(int argc, char **argv)
 		case 'w':
 			if (main_warm_pool(optarg, &cfg) < 0)
 				return 2;
+			break;
+		case 'W':
+			web = optarg;
+			break;
+		case 'F':
+			frame_ancestors = optarg;
+			break;
+		case 'T':
+			stream_ttl_max = (int)main_number(optarg, "--stream-ttl-max", 1, 86400);
+			break;
+		case 'M':
+			stream_max = (int)main_number(optarg, "--stream-max", 1, 7 * 86400);
 			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
@@ -256,7 +302,31 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	snprintf(spool, sizeof spool, "%s/spool", state_abs);
-	struct api_opts ao = {.listen = listen, .admin_key = admin, .spool_dir = spool};
+	unsigned char stream_key[32];
+	if (main_stream_key(state_abs, stream_key) < 0)
+		return 1;
+	char web_dir[PATH_MAX + 16];
+	if (web) {
+		snprintf(web_dir, sizeof web_dir, "%s", web);
+	} else {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+		self[n > 0 ? n : 0] = 0;
+		char *slash = strrchr(self, '/');
+		if (slash)
+			*slash = 0;
+		snprintf(web_dir, sizeof web_dir, "%s/../webclient", self);
+	}
+	struct api_opts ao = {
+	    .listen = listen,
+	    .admin_key = admin,
+	    .spool_dir = spool,
+	    .stream_key = stream_key,
+	    .web_dir = web_dir,
+	    .frame_ancestors = frame_ancestors,
+	    .stream_ttl_max_s = stream_ttl_max,
+	    .stream_max_s = stream_max,
+	};
 	main_api = api_create(core, store, &ao, &e);
 	if (!main_api) {
 		fprintf(stderr, "cubicled: %s\n", e.message);

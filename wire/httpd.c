@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +57,28 @@ struct conn {
 	struct exchange *x;
 };
 
+/* A WebSocket ⇄ unix socket pipe: `ws` is the client's connection, `raw`
+ * the adopted socket. Freed when both are gone. */
+struct tunnel {
+	struct tunnel *next;
+	struct httpd *h;
+	struct lws *ws, *raw;
+	struct lws_buflist *to_raw, *to_ws;
+	size_t to_raw_len, to_ws_len;
+	bool ws_paused, raw_paused;
+	bool kill; /* under h->lock: httpd_close_tagged() asked */
+	int fd;	   /* the socket until it is adopted */
+	struct httpd_tunnel t;
+};
+
+struct tunnel_conn {
+	struct tunnel *tn;
+};
+
+#define TUNNEL_HIGH (1u << 20) /* pause the sender above this many buffered bytes */
+
+static void tunnel_reap(struct httpd *h);
+
 struct httpd {
 	struct httpd_opts o;
 	struct lws_context *ctx;
@@ -65,6 +89,7 @@ struct httpd {
 	pthread_cond_t idle;
 	struct exchange *jobs;
 	int running;
+	struct tunnel *tunnels; /* under lock */
 };
 
 /* ---- responses -------------------------------------------------------------- */
@@ -345,7 +370,14 @@ static void conn_abandon(struct httpd *h, struct conn *c)
 
 /* ---- request intake ----------------------------------------------------------- */
 
+static void request_fill_req(struct lws *wsi, struct httpd_request *req, char *target, size_t tlen);
+
 static void request_fill(struct lws *wsi, struct exchange *x)
+{
+	request_fill_req(wsi, &x->req, x->target, sizeof x->target);
+}
+
+static void request_fill_req(struct lws *wsi, struct httpd_request *req, char *target, size_t tlen)
 {
 	char *uri = NULL;
 	int ulen = 0;
@@ -359,35 +391,35 @@ static void request_fill(struct lws *wsi, struct exchange *x)
 	    {LWSHUMETH_PUT, HTTPD_PUT, "PUT"},	     {LWSHUMETH_DELETE, HTTPD_DELETE, "DELETE"},
 	    {LWSHUMETH_PATCH, HTTPD_PATCH, "PATCH"},
 	};
-	x->req.method = HTTPD_OTHER;
-	x->req.method_name = "?";
+	req->method = HTTPD_OTHER;
+	req->method_name = "?";
 	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
 		if (methods[i].lws == m) {
-			x->req.method = methods[i].m;
-			x->req.method_name = methods[i].name;
+			req->method = methods[i].m;
+			req->method_name = methods[i].name;
 		}
 	}
-	snprintf(x->req.path, sizeof x->req.path, "%.*s", uri ? ulen : 0, uri ? uri : "");
-	snprintf(x->target, sizeof x->target, "%s %.140s", x->req.method_name, x->req.path);
-	lws_hdr_copy(wsi, x->req.authorization, sizeof x->req.authorization,
+	snprintf(req->path, sizeof req->path, "%.*s", uri ? ulen : 0, uri ? uri : "");
+	snprintf(target, tlen, "%s %.140s", req->method_name, req->path);
+	lws_hdr_copy(wsi, req->authorization, sizeof req->authorization,
 		     WSI_TOKEN_HTTP_AUTHORIZATION);
-	lws_hdr_copy(wsi, x->req.host, sizeof x->req.host, WSI_TOKEN_HOST);
+	lws_hdr_copy(wsi, req->host, sizeof req->host, WSI_TOKEN_HOST);
 	char v[32];
-	x->req.content_length = -1;
+	req->content_length = -1;
 	if (lws_hdr_copy(wsi, v, sizeof v, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
 		char *end;
 		long long n = strtoll(v, &end, 10);
 		if (!*end && n >= 0)
-			x->req.content_length = n;
+			req->content_length = n;
 	}
 	char frag[HTTPD_MAX_URL];
-	for (int i = 0; x->req.nquery < HTTPD_MAX_QUERY; i++) {
+	for (int i = 0; req->nquery < HTTPD_MAX_QUERY; i++) {
 		int n = lws_hdr_copy_fragment(wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, i);
 		if (n < 0)
 			break;
 		char *dup = strdup(frag);
 		if (dup)
-			x->req.query[x->req.nquery++] = dup;
+			req->query[req->nquery++] = dup;
 	}
 }
 
@@ -506,8 +538,10 @@ static int httpd_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		return exchange_write(h, wsi, c);
 	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-		if (h)
+		if (h) {
 			httpd_collect(h);
+			tunnel_reap(h);
+		}
 		return 0;
 	case LWS_CALLBACK_CLOSED_HTTP:
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
@@ -520,8 +554,282 @@ static int httpd_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 	return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
+/* ---- WebSocket tunnels ---------------------------------------------------------- */
+
+void httpd_close_tagged(struct httpd *h, const char *tag)
+{
+	pthread_mutex_lock(&h->lock);
+	for (struct tunnel *tn = h->tunnels; tn; tn = tn->next)
+		if (strcmp(tn->t.tag, tag) == 0)
+			tn->kill = true;
+	pthread_mutex_unlock(&h->lock);
+	lws_cancel_service(h->ctx);
+}
+
+/* Loop thread: closes the tunnels httpd_close_tagged() marked. */
+static void tunnel_reap(struct httpd *h)
+{
+	pthread_mutex_lock(&h->lock);
+	for (struct tunnel *tn = h->tunnels; tn; tn = tn->next) {
+		if (!tn->kill)
+			continue;
+		if (tn->ws)
+			lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+		if (tn->raw)
+			lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void tunnel_maybe_free(struct tunnel *tn)
+{
+	if (tn->ws || tn->raw)
+		return;
+	struct httpd *h = tn->h;
+	pthread_mutex_lock(&h->lock);
+	struct tunnel **pp = &h->tunnels;
+	while (*pp && *pp != tn)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = tn->next;
+	pthread_mutex_unlock(&h->lock);
+	if (tn->fd >= 0)
+		close(tn->fd);
+	lws_buflist_destroy_all_segments(&tn->to_raw);
+	lws_buflist_destroy_all_segments(&tn->to_ws);
+	if (tn->t.on_close)
+		tn->t.on_close(h->o.ctx, tn->t.tag);
+	if (tn->t.state_free)
+		tn->t.state_free(tn->t.state);
+	free(tn);
+}
+
+/* Writes an HTTP error before the upgrade: the client never gets a WebSocket. */
+static void tunnel_refuse(struct lws *wsi, const struct err *e)
+{
+	static unsigned char buf[LWS_PRE + 2048];
+	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+	json_t *j = err_to_json(e);
+	char *body = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	size_t len = body ? strlen(body) : 0;
+	if (!lws_add_http_common_headers(wsi, (unsigned)err_http_status(e->code),
+					 "application/json", len, &p, end) &&
+	    !lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
+					 (const unsigned char *)"close", 5, &p, end) &&
+	    !lws_finalize_http_header(wsi, &p, end) && body && (size_t)(end - p) > len) {
+		memcpy(p, body, len);
+		p += len;
+		lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_HEADERS);
+	}
+	free(body);
+}
+
+static int tunnel_accept(struct httpd *h, struct lws *wsi, struct tunnel_conn *tc)
+{
+	struct err e = {0};
+	struct httpd_request req;
+	char target[160];
+	memset(&req, 0, sizeof req);
+	request_fill_req(wsi, &req, target, sizeof target);
+	struct tunnel *tn = calloc(1, sizeof *tn);
+	int rc = -1;
+	if (!tn) {
+		err_set(&e, ERR_INTERNAL, "out of memory");
+	} else if (!h->o.tunnel) {
+		tn->fd = -1;
+		err_set(&e, ERR_NOT_FOUND, "no WebSocket endpoint here");
+	} else {
+		tn->fd = -1;
+		rc = h->o.tunnel(h->o.ctx, &req, &tn->t, &e);
+	}
+	if (rc == 0) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", tn->t.unix_path);
+		tn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (tn->fd < 0 || connect(tn->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+			err_set(&e, ERR_UNAVAILABLE, "the computer's stream is not available: %s",
+				strerror(errno));
+			rc = -1;
+		}
+	}
+	for (size_t i = 0; i < req.nquery; i++)
+		free(req.query[i]);
+	fprintf(stderr, "%s: %s websocket %s\n", h->o.log_prefix, target,
+		rc == 0 ? "accepted" : e.message);
+	if (rc < 0) {
+		tunnel_refuse(wsi, &e);
+		if (tn) {
+			if (tn->fd >= 0)
+				close(tn->fd);
+			if (tn->t.state_free)
+				tn->t.state_free(tn->t.state);
+			free(tn);
+		}
+		return -1;
+	}
+	tn->h = h;
+	tc->tn = tn;
+	pthread_mutex_lock(&h->lock);
+	tn->next = h->tunnels;
+	h->tunnels = tn;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+static int tunnel_queue(struct lws_buflist **list, size_t *len, const void *in, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (lws_buflist_append_segment(list, in, n) < 0)
+		return -1;
+	*len += n;
+	return 0;
+}
+
+/* Sends one buffered chunk to wsi (a binary frame, or raw bytes). */
+static int tunnel_send(struct lws *wsi, struct lws_buflist **list, size_t *len,
+		       enum lws_write_protocol how)
+{
+	static unsigned char buf[LWS_PRE + HTTPD_CHUNK];
+	uint8_t *seg;
+	size_t n = lws_buflist_next_segment_len(list, &seg);
+	if (n == 0)
+		return 0;
+	if (n > HTTPD_CHUNK)
+		n = HTTPD_CHUNK;
+	memcpy(buf + LWS_PRE, seg, n);
+	if (lws_write(wsi, buf + LWS_PRE, n, how) < (int)n)
+		return -1;
+	lws_buflist_use_segment(list, n);
+	*len -= n;
+	if (*len)
+		lws_callback_on_writable(wsi);
+	return 0;
+}
+
+static int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+			      void *in, size_t len)
+{
+	struct tunnel_conn *tc = user;
+	struct lws_context *ctx = lws_get_context(wsi);
+	struct httpd *h = ctx ? lws_context_user(ctx) : NULL;
+	struct tunnel *tn = tc ? tc->tn : NULL;
+	switch (reason) {
+	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+		return tc && tunnel_accept(h, wsi, tc) == 0 ? 0 : -1;
+	case LWS_CALLBACK_ESTABLISHED: {
+		if (!tn)
+			return -1;
+		tn->ws = wsi;
+		lws_sock_file_fd_type fd = {.sockfd = tn->fd};
+		tn->raw = lws_adopt_descriptor_vhost(lws_get_vhost(wsi), LWS_ADOPT_SOCKET, fd,
+						     "cubicle-raw", NULL);
+		tn->fd = -1; /* lws owns (or closed) it now */
+		if (!tn->raw)
+			return -1;
+		lws_set_opaque_user_data(tn->raw, tn);
+		if (tn->t.max_seconds > 0)
+			lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, tn->t.max_seconds);
+		return 0;
+	}
+	case LWS_CALLBACK_RECEIVE: {
+		if (!tn || !tn->raw)
+			return -1;
+		unsigned char *out = malloc(len ? len : 1);
+		if (!out)
+			return -1;
+		long n;
+		if (tn->t.filter) {
+			n = tn->t.filter(tn->t.state, in, len, out);
+		} else {
+			memcpy(out, in, len);
+			n = (long)len;
+		}
+		int rc = n < 0 ? -1 : tunnel_queue(&tn->to_raw, &tn->to_raw_len, out, (size_t)n);
+		free(out);
+		if (rc < 0)
+			return -1;
+		if (n > 0)
+			lws_callback_on_writable(tn->raw);
+		if (tn->to_raw_len > TUNNEL_HIGH && !tn->ws_paused) {
+			tn->ws_paused = true;
+			lws_rx_flow_control(wsi, 0);
+		}
+		return 0;
+	}
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+		if (!tn)
+			return -1;
+		if (tunnel_send(wsi, &tn->to_ws, &tn->to_ws_len, LWS_WRITE_BINARY) < 0)
+			return -1;
+		if (tn->raw_paused && tn->to_ws_len < TUNNEL_HIGH / 2 && tn->raw) {
+			tn->raw_paused = false;
+			lws_rx_flow_control(tn->raw, 1);
+		}
+		return 0;
+	case LWS_CALLBACK_CLOSED:
+		if (tn) {
+			tn->ws = NULL;
+			tc->tn = NULL;
+			if (tn->raw)
+				lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK,
+						LWS_TO_KILL_ASYNC);
+			tunnel_maybe_free(tn);
+		}
+		return 0;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+			       void *in, size_t len)
+{
+	(void)user;
+	struct tunnel *tn = lws_get_opaque_user_data(wsi);
+	switch (reason) {
+	case LWS_CALLBACK_RAW_RX:
+		if (!tn || !tn->ws)
+			return -1;
+		if (tunnel_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
+			return -1;
+		lws_callback_on_writable(tn->ws);
+		if (tn->to_ws_len > TUNNEL_HIGH && !tn->raw_paused) {
+			tn->raw_paused = true;
+			lws_rx_flow_control(wsi, 0);
+		}
+		return 0;
+	case LWS_CALLBACK_RAW_WRITEABLE:
+		if (!tn)
+			return -1;
+		if (tunnel_send(wsi, &tn->to_raw, &tn->to_raw_len, LWS_WRITE_RAW) < 0)
+			return -1;
+		if (tn->ws_paused && tn->to_raw_len < TUNNEL_HIGH / 2 && tn->ws) {
+			tn->ws_paused = false;
+			lws_rx_flow_control(tn->ws, 1);
+		}
+		return 0;
+	case LWS_CALLBACK_RAW_CLOSE:
+		if (tn) {
+			tn->raw = NULL;
+			lws_set_opaque_user_data(wsi, NULL);
+			if (tn->ws)
+				lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+			tunnel_maybe_free(tn);
+		}
+		return 0;
+	default:
+		break;
+	}
+	return 0;
+}
+
 static const struct lws_protocols httpd_protocols[] = {
     {"http", httpd_callback, sizeof(struct conn), 0, 0, NULL, 0},
+    {"binary", tunnel_ws_callback, sizeof(struct tunnel_conn), HTTPD_CHUNK, 0, NULL, 0},
+    {"cubicle-raw", tunnel_raw_callback, 0, HTTPD_CHUNK, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 

@@ -94,13 +94,44 @@ struct httpd_route {
 typedef int (*httpd_router)(void *ctx, struct httpd_request *req, struct httpd_route *route,
 			    struct err *e);
 
+/*
+ * WebSocket tunnels: a GET that asks to upgrade to a WebSocket with the
+ * subprotocol "binary" (what noVNC asks for) goes to the tunnel router on
+ * the loop before the upgrade is accepted. It refuses (the client gets the
+ * error's HTTP status, never a WebSocket) or names a unix socket; from then
+ * on the client's binary frames are written to the socket, byte for byte
+ * (through `filter`, if set), and what the socket sends comes back as
+ * binary frames. Both directions are flow-controlled.
+ */
+struct httpd;
+
+struct httpd_tunnel {
+	char unix_path[108]; /* where the bytes go */
+	char tag[64];	     /* for httpd_close_tagged(), e.g. the computer id */
+	int max_seconds;     /* the tunnel closes after this long; 0 = no limit */
+	/* Rewrites the client→socket stream (it may drop bytes): writes at most
+	 * len bytes to out and returns how many, or -1 to close the tunnel.
+	 * NULL passes everything. Runs on the loop: must be quick. */
+	long (*filter)(void *state, const unsigned char *in, size_t len, unsigned char *out);
+	void *state;
+	void (*state_free)(void *state);
+	void (*on_close)(void *ctx, const char *tag); /* once, when the tunnel ends */
+};
+
+typedef int (*httpd_tunnel_router)(void *ctx, struct httpd_request *req, struct httpd_tunnel *t,
+				   struct err *e);
+
+/* Closes every tunnel with this tag, soon. Thread-safe. */
+void httpd_close_tagged(struct httpd *h, const char *tag);
+
 struct httpd_opts {
 	const char *listen; /* "unix:/path" or "tcp:HOST:PORT" (PORT 0 = any free port) */
 	httpd_router router;
-	void *ctx;		/* passed to router and handlers */
-	size_t max_body;	/* default memory-mode limit */
-	int max_jobs;		/* concurrent handlers; more get 503 (0 = 64) */
-	const char *log_prefix; /* "envd", "cubicled": one log line per request */
+	void *ctx;		    /* passed to router and handlers */
+	size_t max_body;	    /* default memory-mode limit */
+	int max_jobs;		    /* concurrent handlers; more get 503 (0 = 64) */
+	const char *log_prefix;	    /* "envd", "cubicled": one log line per request */
+	httpd_tunnel_router tunnel; /* NULL: WebSocket upgrades are refused */
 };
 
 struct httpd;

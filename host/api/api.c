@@ -15,12 +15,16 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
 #include "httpd.h"
 #include "params.h"
+#include "rfbfilter.h"
+#include "token.h"
 
 struct api {
 	struct core *core;
@@ -28,6 +32,10 @@ struct api {
 	struct httpd *httpd;
 	unsigned char admin_hash[SHA256_DIGEST_LENGTH];
 	char spool_dir[512];
+	unsigned char stream_key[TOKEN_KEY_BYTES];
+	char web_dir[512];
+	char frame_ancestors[256];
+	int stream_ttl_max_s, stream_max_s;
 };
 
 /* Who is calling, decided by the router. */
@@ -420,6 +428,184 @@ static void api_usage(void *ctx, struct httpd_request *req, struct httpd_respons
 	api_answer(resp, rc, 200, out, &e);
 }
 
+/* ---- live streams ------------------------------------------------------------- */
+
+static int api_segments(const char *path, char segs[][64], int n);
+
+static int64_t api_now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* POST /v1/computers/{id}/stream {"ttl_s", "view_only"} → a token and URLs. */
+static void api_stream(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *body = api_body_json(req, &e), *out = NULL;
+	static const char *const known[] = {"ttl_s", "view_only", NULL};
+	long long ttl = 60;
+	bool view = false;
+	int rc = body ? params_check_known(body, known, &e) : -1;
+	if (rc == 0)
+		rc = param_int(body, "ttl_s", 1, a->stream_ttl_max_s, &ttl, &e) < 0 ? -1 : 0;
+	if (rc == 0)
+		rc = param_bool(body, "view_only", &view, &e) < 0 ? -1 : 0;
+	if (rc == 0)
+		rc = core_get(a->core, c->id, api_ws(c), &out, &e);
+	struct token_claims tc = {.view_only = view};
+	char path[300], token[TOKEN_MAX];
+	if (rc == 0) {
+		snprintf(tc.computer, sizeof tc.computer, "%.39s", c->id);
+		snprintf(tc.workspace, sizeof tc.workspace, "%s",
+			 json_string_value(json_object_get(out, "workspace")));
+		/* Only a computer that could stream now gets a token. */
+		rc = core_stream_target(a->core, c->id, api_ws(c), api_now_ms(), path, sizeof path,
+					&e);
+	}
+	if (rc == 0) {
+		unsigned char n[8];
+		int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || read(fd, n, sizeof n) != (ssize_t)sizeof n)
+			rc = err_set(&e, ERR_INTERNAL, "no randomness for the token");
+		if (fd >= 0)
+			close(fd);
+		for (size_t i = 0; i < sizeof n; i++)
+			snprintf(tc.nonce + 2 * i, 3, "%02x", n[i]);
+		tc.issued = api_now_ms();
+		tc.expires = tc.issued / 1000 + ttl;
+	}
+	if (rc == 0)
+		rc = token_mint(a->stream_key, &tc, token, &e);
+	json_decref(out);
+	json_decref(body);
+	if (rc < 0) {
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	char ws_url[1200], embed_url[1200], expires[40];
+	const char *host = req->host[0] ? req->host : "127.0.0.1";
+	snprintf(ws_url, sizeof ws_url, "ws://%s/v1/computers/%s/stream?token=%s", host, c->id,
+		 token);
+	snprintf(embed_url, sizeof embed_url, "http://%s/embed/%s?token=%s%s", host, c->id, token,
+		 view ? "&view_only=1" : "");
+	time_t t = (time_t)tc.expires;
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(expires, sizeof expires, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	httpd_respond_json(resp, 201,
+			   json_pack("{s:s, s:s, s:s, s:s, s:b}", "token", token, "expires_at",
+				     expires, "ws_url", ws_url, "embed_url", embed_url, "view_only",
+				     view));
+}
+
+static void api_stream_revoke(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *out = NULL;
+	if (core_get(a->core, c->id, api_ws(c), &out, &e) < 0) {
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	json_decref(out);
+	core_stream_revoke(a->core, c->id);
+	httpd_respond_json(resp, 200, json_pack("{s:b, s:s}", "ok", 1, "id", c->id));
+}
+
+static void api_close_streams(void *ctx, const char *id)
+{
+	struct api *a = ctx;
+	httpd_close_tagged(a->httpd, id);
+}
+
+static void api_viewer_gone(void *ctx, const char *tag)
+{
+	struct api *a = ctx;
+	core_viewer(a->core, tag, -1);
+}
+
+/* The WebSocket upgrade of GET /v1/computers/{id}/stream?token= (loop thread). */
+static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t, struct err *e)
+{
+	struct api *a = ctx;
+	char s[6][64];
+	int n = api_segments(req->path, s, 6);
+	if (n != 4 || strcmp(s[0], "v1") != 0 || strcmp(s[1], "computers") != 0 ||
+	    strcmp(s[3], "stream") != 0 || !api_id_ok(s[2]))
+		return err_set(e, ERR_NOT_FOUND, "no WebSocket endpoint at %.200s", req->path);
+	struct token_claims tc;
+	if (token_verify(a->stream_key, httpd_query(req, "token"), s[2], api_now_ms() / 1000, &tc,
+			 e) < 0)
+		return -1;
+	if (core_stream_target(a->core, s[2], tc.workspace, tc.issued, t->unix_path,
+			       sizeof t->unix_path, e) < 0)
+		return -1;
+	snprintf(t->tag, sizeof t->tag, "%s", s[2]);
+	t->max_seconds = a->stream_max_s;
+	if (tc.view_only) {
+		t->filter = rfbfilter_run;
+		t->state = rfbfilter_new();
+		t->state_free = rfbfilter_free;
+		if (!t->state)
+			return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	t->on_close = api_viewer_gone;
+	core_viewer(a->core, s[2], +1);
+	return 0;
+}
+
+/* GET /embed/{id} (the page) and /embed/assets/... (its files). */
+static void api_embed(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct err e = {0};
+	const char *rel = "embed.html";
+	if (strncmp(req->path, "/embed/assets/", 14) == 0)
+		rel = req->path + 14;
+	int dfd = open(a->web_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+	int fd = dfd < 0 ? -1 : (int)syscall(SYS_openat2, dfd, rel, &how, sizeof how);
+	if (dfd >= 0)
+		close(dfd);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		if (fd >= 0)
+			close(fd);
+		err_set(&e, ERR_NOT_FOUND, "no such file: %.200s%s", req->path,
+			dfd < 0 ? " (the embed page is not built: make build)" : "");
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	static const struct {
+		const char *ext, *type;
+	} types[] = {{".html", "text/html; charset=utf-8"},
+		     {".js", "text/javascript; charset=utf-8"},
+		     {".mjs", "text/javascript; charset=utf-8"},
+		     {".css", "text/css; charset=utf-8"},
+		     {".svg", "image/svg+xml"},
+		     {".png", "image/png"},
+		     {".json", "application/json"}};
+	resp->content_type = "application/octet-stream";
+	const char *dot = strrchr(rel, '.');
+	for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
+		if (strcmp(dot, types[i].ext) == 0)
+			resp->content_type = types[i].type;
+	char csp[300];
+	snprintf(csp, sizeof csp, "frame-ancestors %s", a->frame_ancestors);
+	httpd_add_header(resp, "content-security-policy:", csp);
+	httpd_add_header(resp, "x-content-type-options:", "nosniff");
+	httpd_add_header(resp, "cache-control:", "no-store");
+	resp->status = 200;
+	resp->file_fd = fd;
+	resp->file_len = (uint64_t)st.st_size;
+}
+
 /* ---- the router ----------------------------------------------------------------- */
 
 static int api_auth(struct api *a, struct httpd_request *req, struct api_caller *c, struct err *e)
@@ -496,6 +682,11 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 		route->handler = api_metrics;
 		return 0;
 	}
+	/* The embed page carries its token in its URL: no API key. */
+	if (strncmp(req->path, "/embed/", 7) == 0 && req->method == HTTPD_GET) {
+		route->handler = api_embed;
+		return 0;
+	}
 	struct api_caller *c = calloc(1, sizeof *c);
 	if (!c)
 		return err_set(e, ERR_INTERNAL, "out of memory");
@@ -554,6 +745,19 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 			route->handler = api_action;
 			return 0;
 		}
+		if (n == 4 && strcmp(s[3], "stream") == 0) {
+			if (m != HTTPD_POST)
+				return err_set(e, ERR_BAD_REQUEST,
+					       "GET .../stream is a WebSocket (subprotocol binary) "
+					       "with ?token=; POST mints the token");
+			route->handler = api_stream;
+			return 0;
+		}
+		if (n == 5 && strcmp(s[3], "stream") == 0 && strcmp(s[4], "revoke") == 0 &&
+		    m == HTTPD_POST) {
+			route->handler = api_stream_revoke;
+			return 0;
+		}
 		if (n == 4 && strcmp(s[3], "files") == 0) {
 			route->handler = api_files;
 			if (m == HTTPD_GET)
@@ -592,6 +796,12 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	a->store = store;
 	SHA256((const unsigned char *)o->admin_key, strlen(o->admin_key), a->admin_hash);
 	snprintf(a->spool_dir, sizeof a->spool_dir, "%s", o->spool_dir);
+	memcpy(a->stream_key, o->stream_key, TOKEN_KEY_BYTES);
+	snprintf(a->web_dir, sizeof a->web_dir, "%s", o->web_dir ? o->web_dir : "");
+	snprintf(a->frame_ancestors, sizeof a->frame_ancestors, "%s",
+		 o->frame_ancestors ? o->frame_ancestors : "'self'");
+	a->stream_ttl_max_s = o->stream_ttl_max_s > 0 ? o->stream_ttl_max_s : 600;
+	a->stream_max_s = o->stream_max_s > 0 ? o->stream_max_s : 3600;
 	mkdir(a->spool_dir, 0700);
 	struct httpd_opts ho = {
 	    .listen = o->listen,
@@ -600,12 +810,14 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .max_body = 64u << 20,
 	    .max_jobs = 256,
 	    .log_prefix = "cubicled",
+	    .tunnel = api_tunnel,
 	};
 	a->httpd = httpd_create(&ho, e);
 	if (!a->httpd) {
 		free(a);
 		return NULL;
 	}
+	core_on_close_streams(core, api_close_streams, a);
 	return a;
 }
 

@@ -16,9 +16,14 @@
 struct api;
 
 struct api_opts {
-	const char *listen;    /* HOST:PORT */
-	const char *admin_key; /* plaintext; only its digest is kept */
-	const char *spool_dir; /* uploads are spooled here on their way to a computer */
+	const char *listen;		 /* HOST:PORT */
+	const char *admin_key;		 /* plaintext; only its digest is kept */
+	const char *spool_dir;		 /* uploads are spooled here on their way to a computer */
+	const unsigned char *stream_key; /* TOKEN_KEY_BYTES: signs stream tokens */
+	const char *web_dir;		 /* the built embed page (webclient/build) */
+	const char *frame_ancestors;	 /* CSP frame-ancestors of the embed page */
+	int stream_ttl_max_s;		 /* longest token lifetime a caller may ask for */
+	int stream_max_s;		 /* longest an open stream lives */
 };
 
 struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,

@@ -19,6 +19,8 @@ struct core_rt {
 	char address[320]; /* envd, "" until started */
 	char token[80];
 	int idle_s;
+	int viewers;	    /* open live streams: they count as activity */
+	int64_t revoked_ms; /* stream tokens issued before this are refused */
 	int64_t last_activity_ms;
 	bool activity_dirty;
 	pthread_mutex_t op; /* one lifecycle operation at a time */
@@ -41,6 +43,10 @@ struct core {
 	uint64_t actions_total, action_errors_total;
 
 	char pool_ws[40]; /* the warm pool's own workspace, "" without a pool */
+
+	/* Closes a computer's live streams when it stops or goes away (api). */
+	void (*close_streams)(void *ctx, const char *id);
+	void *close_streams_ctx;
 };
 
 /* pool.c: keeps the warm pool filled (from the ticker) and hands a running

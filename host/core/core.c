@@ -306,6 +306,8 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	struct core_paths p;
 	struct driver_computer dc;
 	core_driver_computer(c, sc, &p, &dc);
+	if (c->close_streams)
+		c->close_streams(c->close_streams_ctx, sc->id);
 	/* Billing at the running rate ends when the stop is decided. */
 	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, "stopped", core_now_ms(),
 			   NULL);
@@ -331,6 +333,8 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	struct core_paths p;
 	struct driver_computer dc;
 	core_driver_computer(c, sc, &p, &dc);
+	if (c->close_streams)
+		c->close_streams(c->close_streams_ctx, sc->id);
 	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, NULL, core_now_ms(), NULL);
 	if (core_set_state(c, sc, "deleting", NULL, e) < 0)
 		return -1;
@@ -675,6 +679,8 @@ static void core_tick(struct core *c)
 			store_computer_touch(c->store, r->id, r->last_activity_ms, NULL);
 			r->activity_dirty = false;
 		}
+		if (r->viewers > 0)
+			r->last_activity_ms = now; /* someone is watching: not idle */
 		if (strcmp(r->state, "running") == 0 && r->idle_s > 0 &&
 		    now - r->last_activity_ms > (int64_t)r->idle_s * 1000 && nidle < 32) {
 			snprintf(idle[nidle].id, sizeof idle[0].id, "%s", r->id);

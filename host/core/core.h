@@ -81,6 +81,25 @@ int core_session_write(struct core *c, const char *ws, const char *session, cons
 int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, json_t **out,
 	       struct err *e);
 
+/* ---- live streams -------------------------------------------------------------- */
+
+/* Who closes a computer's streams when it stops or is deleted (the api). */
+void core_on_close_streams(struct core *c, void (*fn)(void *ctx, const char *id), void *ctx);
+
+/*
+ * Whether a stream may open now: the computer exists in `ws`, runs, has a
+ * display, and no revocation came after `issued` (Unix ms). Fills the
+ * unix socket of its VNC server. ERR_FORBIDDEN / ERR_CONFLICT otherwise.
+ */
+int core_stream_target(struct core *c, const char *id, const char *ws, int64_t issued, char *path,
+		       size_t len, struct err *e);
+
+/* Refuses every token of the computer issued until now (streams close too). */
+void core_stream_revoke(struct core *c, const char *id);
+
+/* A viewer opened (+1) or closed (-1) a stream: viewers keep it from idling. */
+void core_viewer(struct core *c, const char *id, int delta);
+
 /* Prometheus text (malloc'd). */
 char *core_metrics(struct core *c);
 

@@ -195,3 +195,63 @@ int core_session_write(struct core *c, const char *ws, const char *session, cons
 	close(f);
 	return 0;
 }
+
+/* ---- live streams -------------------------------------------------------------- */
+
+void core_on_close_streams(struct core *c, void (*fn)(void *ctx, const char *id), void *ctx)
+{
+	c->close_streams = fn;
+	c->close_streams_ctx = ctx;
+}
+
+int core_stream_target(struct core *c, const char *id, const char *ws, int64_t issued, char *path,
+		       size_t len, struct err *e)
+{
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	int rc = 0;
+	if (!r || (ws && strcmp(r->ws, ws) != 0))
+		rc = err_set(e, ERR_FORBIDDEN, "this stream token's computer is gone");
+	else if (issued <= r->revoked_ms)
+		rc = err_set(e, ERR_FORBIDDEN, "this computer's streams were revoked");
+	else if (strcmp(r->kind, "desktop") != 0)
+		rc = err_set(e, ERR_CONFLICT, "computer %s is a sandbox: it has no screen", id);
+	else if (strcmp(r->state, "running") != 0 || strncmp(r->address, "unix:", 5) != 0)
+		rc = err_set(e, ERR_FORBIDDEN, "computer %s is %s, not running", id, r->state);
+	else {
+		/* The driver puts envd's VNC socket next to its HTTP one. */
+		snprintf(path, len, "%s", r->address + 5);
+		char *slash = strrchr(path, '/');
+		if (!slash || (size_t)(slash - path) + sizeof "/vnc.sock" > len)
+			rc = err_set(e, ERR_INTERNAL, "no room for the VNC socket path");
+		else
+			strcpy(slash, "/vnc.sock");
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void core_stream_revoke(struct core *c, const char *id)
+{
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	if (r)
+		r->revoked_ms = core_now_ms();
+	pthread_mutex_unlock(&c->lock);
+	if (c->close_streams)
+		c->close_streams(c->close_streams_ctx, id);
+}
+
+void core_viewer(struct core *c, const char *id, int delta)
+{
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	if (r) {
+		r->viewers += delta;
+		if (r->viewers < 0)
+			r->viewers = 0;
+		r->last_activity_ms = core_now_ms();
+		r->activity_dirty = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+}

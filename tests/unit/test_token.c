@@ -1,0 +1,78 @@
+/* token: stream tokens mint, verify, and refuse what they must (cmocka). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "token.h"
+
+static const unsigned char key[TOKEN_KEY_BYTES] = "0123456789abcdef0123456789abcde";
+
+static void mint(char out[TOKEN_MAX], const char *computer, bool view, int64_t expires)
+{
+	struct token_claims c = {.view_only = view, .issued = 1, .expires = expires};
+	snprintf(c.computer, sizeof c.computer, "%s", computer);
+	snprintf(c.workspace, sizeof c.workspace, "ws-1234");
+	snprintf(c.nonce, sizeof c.nonce, "00aa11bb22cc33dd");
+	struct err e = {0};
+	assert_int_equal(token_mint(key, &c, out, &e), 0);
+}
+
+static void test_round_trip(void **state)
+{
+	(void)state;
+	char t[TOKEN_MAX];
+	mint(t, "c-abc", true, 1000);
+	struct token_claims c;
+	struct err e = {0};
+	assert_int_equal(token_verify(key, t, "c-abc", 999, &c, &e), 0);
+	assert_true(c.view_only);
+	assert_string_equal(c.workspace, "ws-1234");
+	mint(t, "c-abc", false, 1000);
+	assert_int_equal(token_verify(key, t, "c-abc", 999, &c, &e), 0);
+	assert_false(c.view_only);
+}
+
+static void test_expired_forged_wrong_computer(void **state)
+{
+	(void)state;
+	char t[TOKEN_MAX];
+	struct token_claims c;
+	struct err e = {0};
+	mint(t, "c-abc", false, 1000);
+	assert_int_equal(token_verify(key, t, "c-abc", 1000, &c, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+	assert_non_null(strstr(e.message, "expired"));
+	assert_int_equal(token_verify(key, t, "c-other", 10, &c, &e), -1);
+	assert_int_equal(e.code, ERR_FORBIDDEN);
+	/* Altering any claim breaks the MAC: view → control, a later expiry. */
+	char forged[TOKEN_MAX];
+	mint(t, "c-abc", true, 1000);
+	snprintf(forged, sizeof forged, "%s", t);
+	char *p = strstr(forged, ".view.");
+	memcpy(p, ".ctrl.", 6);
+	assert_int_equal(token_verify(key, forged, "c-abc", 10, &c, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+	snprintf(forged, sizeof forged, "%s", t);
+	p = strstr(forged, ".1000.");
+	memcpy(p, ".9000.", 6);
+	assert_int_equal(token_verify(key, forged, "c-abc", 10, &c, &e), -1);
+	/* Another key's token. */
+	unsigned char other[TOKEN_KEY_BYTES] = {1};
+	assert_int_equal(token_verify(other, t, "c-abc", 10, &c, &e), -1);
+	/* Garbage. */
+	const char *bad[] = {"", "v1", "v1.a.b.c.d.e.f.g", "x.y", "v1........", NULL};
+	for (int i = 0; bad[i]; i++)
+		assert_int_equal(token_verify(key, bad[i], "c-abc", 10, &c, &e), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_expired_forged_wrong_computer),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

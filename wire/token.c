@@ -1,0 +1,115 @@
+#include "token.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+
+/* base64url without padding of 32 bytes: 43 characters. */
+static void token_b64url(const unsigned char *in, size_t n, char *out)
+{
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= in[i + 2];
+		out[o++] = a[(v >> 18) & 63];
+		out[o++] = a[(v >> 12) & 63];
+		if (i + 1 < n)
+			out[o++] = a[(v >> 6) & 63];
+		if (i + 2 < n)
+			out[o++] = a[v & 63];
+	}
+	out[o] = 0;
+}
+
+static void token_mac(const unsigned char key[TOKEN_KEY_BYTES], const char *msg, size_t len,
+		      char out[48])
+{
+	unsigned char mac[32];
+	unsigned int maclen = sizeof mac;
+	HMAC(EVP_sha256(), key, TOKEN_KEY_BYTES, (const unsigned char *)msg, len, mac, &maclen);
+	token_b64url(mac, sizeof mac, out);
+}
+
+static bool token_field_ok(const char *s)
+{
+	if (!*s || strlen(s) >= 40)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+			return false;
+	return true;
+}
+
+int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_claims *c,
+	       char out[TOKEN_MAX], struct err *e)
+{
+	if (!token_field_ok(c->computer) || !token_field_ok(c->workspace) ||
+	    !token_field_ok(c->nonce))
+		return err_set(e, ERR_INVALID, "cannot mint a token for these ids");
+	char body[TOKEN_MAX];
+	int n = snprintf(body, sizeof body, "v1.%s.%s.%s.%lld.%lld.%s", c->computer, c->workspace,
+			 c->view_only ? "view" : "control", (long long)c->issued,
+			 (long long)c->expires, c->nonce);
+	if (n < 0 || (size_t)n + 48 >= TOKEN_MAX)
+		return err_set(e, ERR_INVALID, "token too long");
+	char mac[48];
+	token_mac(key, body, (size_t)n, mac);
+	memcpy(out, body, (size_t)n);
+	out[n] = '.';
+	memcpy(out + n + 1, mac, strlen(mac) + 1);
+	return 0;
+}
+
+int token_verify(const unsigned char key[TOKEN_KEY_BYTES], const char *token, const char *computer,
+		 int64_t now, struct token_claims *c, struct err *e)
+{
+	memset(c, 0, sizeof *c);
+	if (!token || !*token)
+		return err_set(e, ERR_UNAUTHORIZED, "missing stream token (?token=...)");
+	size_t len = strlen(token);
+	const char *dot = strrchr(token, '.');
+	if (len >= TOKEN_MAX || !dot || strncmp(token, "v1.", 3) != 0)
+		return err_set(e, ERR_UNAUTHORIZED, "malformed stream token");
+	/* The MAC first, over exactly the bytes presented: nothing in a forged
+	 * token is looked at before it is proven genuine. */
+	char want[48];
+	token_mac(key, token, (size_t)(dot - token), want);
+	if (strlen(dot + 1) != strlen(want) || CRYPTO_memcmp(dot + 1, want, strlen(want)) != 0)
+		return err_set(e, ERR_UNAUTHORIZED, "invalid stream token (forged or altered)");
+	char body[TOKEN_MAX], scope[16];
+	memcpy(body, token, (size_t)(dot - token));
+	body[dot - token] = 0;
+	long long issued, expires;
+	char *f[8];
+	int nf = 0;
+	for (char *save = NULL, *p = strtok_r(body, ".", &save); p && nf < 8;
+	     p = strtok_r(NULL, ".", &save))
+		f[nf++] = p;
+	if (nf != 7 || strlen(f[1]) >= sizeof c->computer || strlen(f[2]) >= sizeof c->workspace ||
+	    strlen(f[3]) >= sizeof scope || strlen(f[6]) >= sizeof c->nonce ||
+	    sscanf(f[4], "%lld", &issued) != 1 || sscanf(f[5], "%lld", &expires) != 1)
+		return err_set(e, ERR_UNAUTHORIZED, "malformed stream token");
+	snprintf(c->computer, sizeof c->computer, "%s", f[1]);
+	snprintf(c->workspace, sizeof c->workspace, "%s", f[2]);
+	snprintf(scope, sizeof scope, "%s", f[3]);
+	snprintf(c->nonce, sizeof c->nonce, "%s", f[6]);
+	c->view_only = strcmp(scope, "view") == 0;
+	c->issued = issued;
+	c->expires = expires;
+	if (!c->view_only && strcmp(scope, "control") != 0)
+		return err_set(e, ERR_UNAUTHORIZED, "malformed stream token");
+	if (now >= expires)
+		return err_set(e, ERR_UNAUTHORIZED, "stream token expired %lld s ago",
+			       (long long)(now - expires));
+	if (strcmp(c->computer, computer) != 0)
+		return err_set(e, ERR_FORBIDDEN, "this stream token is for another computer");
+	return 0;
+}
