@@ -12,12 +12,14 @@
 struct desk;
 struct clipboard;
 struct session;
+struct vnc;
 
 struct envd {
 	const char *display;	     /* $DISPLAY envd drives, NULL when headless */
 	struct desk *desk;	     /* NULL when there is no display */
 	struct clipboard *clipboard; /* NULL when there is no display */
 	struct session *session;     /* the supervised desktop, NULL when not supervising */
+	struct vnc *vnc;	     /* the RFB server (--vnc), NULL when off or headless */
 
 	/* Identity every client command runs as (bash, python, launch, files).
 	 * run_as_uid == (uid_t)-1 means "as envd itself". */

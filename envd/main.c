@@ -2,6 +2,7 @@
  * envd: the agent inside every cubicle computer.
  *
  *   envd --listen unix:PATH | tcp:HOST:PORT --token-file FILE [--user NAME]
+ *        [--vnc unix:PATH]
  *
  * Drives the X display in $DISPLAY (when there is one) and serves the HTTP
  * API of server.h. Prints "envd: listening on <address>" on stdout once it
@@ -21,6 +22,7 @@
 #include "envd.h"
 #include "server.h"
 #include "session.h"
+#include "vnc.h"
 
 static struct server *main_server;
 
@@ -41,6 +43,7 @@ static void main_usage(FILE *to)
 	      "  --session desktop   start and supervise the desktop session (Xvfb, D-Bus,\n"
 	      "                      AT-SPI, xfce4-session) as --user; default: none\n"
 	      "  --resolution WxH    the session's screen size (default 1280x800)\n"
+	      "  --vnc unix:PATH     serve the display over RFB (VNC) on this UNIX socket\n"
 	      "  --max-body BYTES    largest action request body (default 64 MiB)\n"
 	      "  --max-read-file BYTES  read_file's limit (default 16 MiB)\n"
 	      "  --version           print the version\n"
@@ -87,6 +90,7 @@ static long long main_parse_size(const char *s, const char *flag)
 int main(int argc, char **argv)
 {
 	const char *listen = NULL, *token_file = NULL, *user = NULL, *session_kind = "none";
+	const char *vnc_addr = NULL;
 	int width = 1280, height = 800;
 	struct envd env = {
 	    .run_as_uid = (uid_t)-1,
@@ -102,6 +106,7 @@ int main(int argc, char **argv)
 	    {"max-read-file", required_argument, NULL, 'r'},
 	    {"session", required_argument, NULL, 's'},
 	    {"resolution", required_argument, NULL, 'R'},
+	    {"vnc", required_argument, NULL, 'v'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -141,6 +146,13 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 'v':
+			vnc_addr = optarg;
+			if (strncmp(optarg, "unix:", 5) != 0 || !optarg[5]) {
+				fprintf(stderr, "envd: --vnc takes unix:PATH\n");
+				return 2;
+			}
+			break;
 		case 'V':
 			printf("envd %s\n", CUBICLE_VERSION);
 			return 0;
@@ -204,6 +216,13 @@ int main(int argc, char **argv)
 	} else {
 		env.display = NULL;
 	}
+	if (vnc_addr && (!env.desk || !env.clipboard)) {
+		fprintf(stderr, "envd: --vnc %s: no X display to serve, so no RFB server\n",
+			vnc_addr);
+	} else if (vnc_addr && !(env.vnc = vnc_start(&env, vnc_addr, &e))) {
+		/* The desktop still works through the API; only streaming is off. */
+		fprintf(stderr, "envd: --vnc %s: no RFB server: %s\n", vnc_addr, e.message);
+	}
 
 	struct server_opts so = {.listen = listen, .token = token};
 	main_server = server_create(&env, &so, &e);
@@ -227,6 +246,7 @@ int main(int argc, char **argv)
 	}
 	main_server = NULL;
 
+	vnc_stop(env.vnc); /* its viewers use the desk and the clipboard */
 	if (env.clipboard)
 		clipboard_close(env.clipboard);
 	desk_close(env.desk);

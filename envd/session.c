@@ -13,6 +13,7 @@
  */
 #include "session.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -584,6 +585,60 @@ double session_ready_ms(struct session *s)
 	return r;
 }
 
+/*
+ * Asks every process of the session user to end (SIGTERM) and waits up to
+ * timeout_ms for them to go: apps and daemons outside the session's process
+ * groups (xfconfd is started by D-Bus) get to save their state, so a
+ * stopped computer keeps its settings. Only for a dedicated session user:
+ * never for root or envd's own user.
+ */
+static void session_terminate_user(uid_t uid, int timeout_ms)
+{
+	if (uid == (uid_t)-1 || uid == 0 || uid == geteuid())
+		return;
+	double until = session_now_ms() + timeout_ms;
+	bool first = true;
+	for (;;) {
+		int left = 0;
+		DIR *d = opendir("/proc");
+		if (!d)
+			return;
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			char *end;
+			long pid = strtol(de->d_name, &end, 10);
+			if (*end || pid <= 1)
+				continue;
+			char path[64];
+			struct stat st;
+			snprintf(path, sizeof path, "/proc/%ld", pid);
+			if (stat(path, &st) < 0 || st.st_uid != uid)
+				continue;
+			/* A zombie has ended already (its parent reaps it later). */
+			char stat_path[80], buf[256] = "";
+			snprintf(stat_path, sizeof stat_path, "%s/stat", path);
+			FILE *f = fopen(stat_path, "r");
+			if (f) {
+				if (!fgets(buf, sizeof buf, f))
+					buf[0] = 0;
+				fclose(f);
+			}
+			const char *paren = strrchr(buf, ')');
+			if (paren && paren[1] == ' ' && paren[2] == 'Z')
+				continue;
+			left++;
+			if (first)
+				kill((pid_t)pid, SIGTERM);
+		}
+		closedir(d);
+		first = false;
+		if (left == 0 || session_now_ms() >= until)
+			return;
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
 void session_stop(struct session *s)
 {
 	if (!s)
@@ -592,6 +647,7 @@ void session_stop(struct session *s)
 		/* The thread still exits when the pipe closes below. */
 	}
 	pthread_join(s->thread, NULL);
+	session_terminate_user(s->o.uid, 2000);
 	for (int i = CHILD_COUNT - 1; i >= 0; i--)
 		session_kill_child(&s->child[i]);
 	close(s->wake[0]);

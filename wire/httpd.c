@@ -67,6 +67,8 @@ struct tunnel {
 	size_t to_raw_len, to_ws_len;
 	bool ws_paused, raw_paused;
 	bool kill; /* under h->lock: httpd_close_tagged() asked */
+	int close_code;
+	char close_reason[64];
 	int fd;	   /* the socket until it is adopted */
 	struct httpd_tunnel t;
 };
@@ -556,12 +558,16 @@ static int httpd_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 
 /* ---- WebSocket tunnels ---------------------------------------------------------- */
 
-void httpd_close_tagged(struct httpd *h, const char *tag)
+void httpd_close_tagged(struct httpd *h, const char *tag, int code, const char *reason)
 {
 	pthread_mutex_lock(&h->lock);
-	for (struct tunnel *tn = h->tunnels; tn; tn = tn->next)
-		if (strcmp(tn->t.tag, tag) == 0)
+	for (struct tunnel *tn = h->tunnels; tn; tn = tn->next) {
+		if (strcmp(tn->t.tag, tag) == 0) {
 			tn->kill = true;
+			tn->close_code = code;
+			snprintf(tn->close_reason, sizeof tn->close_reason, "%s", reason);
+		}
+	}
 	pthread_mutex_unlock(&h->lock);
 	lws_cancel_service(h->ctx);
 }
@@ -573,8 +579,10 @@ static void tunnel_reap(struct httpd *h)
 	for (struct tunnel *tn = h->tunnels; tn; tn = tn->next) {
 		if (!tn->kill)
 			continue;
+		/* The client gets a close frame with the reason (its writable
+		 * callback sends it); the computer's side just goes. */
 		if (tn->ws)
-			lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+			lws_callback_on_writable(tn->ws);
 		if (tn->raw)
 			lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 	}
@@ -761,6 +769,14 @@ static int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason,
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		if (!tn)
 			return -1;
+		pthread_mutex_lock(&h->lock);
+		bool kill = tn->kill;
+		pthread_mutex_unlock(&h->lock);
+		if (kill) {
+			lws_close_reason(wsi, (enum lws_close_status)tn->close_code,
+					 (unsigned char *)tn->close_reason, strlen(tn->close_reason));
+			return -1;
+		}
 		if (tunnel_send(wsi, &tn->to_ws, &tn->to_ws_len, LWS_WRITE_BINARY) < 0)
 			return -1;
 		if (tn->raw_paused && tn->to_ws_len < TUNNEL_HIGH / 2 && tn->raw) {

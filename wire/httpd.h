@@ -121,8 +121,9 @@ struct httpd_tunnel {
 typedef int (*httpd_tunnel_router)(void *ctx, struct httpd_request *req, struct httpd_tunnel *t,
 				   struct err *e);
 
-/* Closes every tunnel with this tag, soon. Thread-safe. */
-void httpd_close_tagged(struct httpd *h, const char *tag);
+/* Closes every tunnel with this tag, soon, with a WebSocket close frame
+ * (code 4000..4999 and a short reason the client may show). Thread-safe. */
+void httpd_close_tagged(struct httpd *h, const char *tag, int code, const char *reason);
 
 struct httpd_opts {
 	const char *listen; /* "unix:/path" or "tcp:HOST:PORT" (PORT 0 = any free port) */

@@ -431,6 +431,8 @@ static void api_usage(void *ctx, struct httpd_request *req, struct httpd_respons
 /* ---- live streams ------------------------------------------------------------- */
 
 static int api_segments(const char *path, char segs[][64], int n);
+static int api_tunnel_check(struct api *a, struct httpd_request *req, struct httpd_tunnel *t,
+			    struct err *e);
 
 static int64_t api_now_ms(void)
 {
@@ -520,7 +522,7 @@ static void api_stream_revoke(void *ctx, struct httpd_request *req, struct httpd
 static void api_close_streams(void *ctx, const char *id)
 {
 	struct api *a = ctx;
-	httpd_close_tagged(a->httpd, id);
+	httpd_close_tagged(a->httpd, id, 4403, "the stream was closed: revoked or computer stopped");
 }
 
 static void api_viewer_gone(void *ctx, const char *tag)
@@ -529,10 +531,11 @@ static void api_viewer_gone(void *ctx, const char *tag)
 	core_viewer(a->core, tag, -1);
 }
 
-/* The WebSocket upgrade of GET /v1/computers/{id}/stream?token= (loop thread). */
-static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t, struct err *e)
+/* Checks a stream URL's token and finds where its stream goes (loop thread).
+ * t->state is set non-NULL for a view token (api_tunnel installs the filter). */
+static int api_tunnel_check(struct api *a, struct httpd_request *req, struct httpd_tunnel *t,
+			    struct err *e)
 {
-	struct api *a = ctx;
 	char s[6][64];
 	int n = api_segments(req->path, s, 6);
 	if (n != 4 || strcmp(s[0], "v1") != 0 || strcmp(s[1], "computers") != 0 ||
@@ -547,7 +550,20 @@ static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel 
 		return -1;
 	snprintf(t->tag, sizeof t->tag, "%s", s[2]);
 	t->max_seconds = a->stream_max_s;
-	if (tc.view_only) {
+	t->state = tc.view_only ? (void *)1 : NULL;
+	return 0;
+}
+
+/* The WebSocket upgrade of GET /v1/computers/{id}/stream?token= (loop thread). */
+static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t,
+		      struct err *e)
+{
+	struct api *a = ctx;
+	if (api_tunnel_check(a, req, t, e) < 0)
+		return -1;
+	bool view_only = t->state != NULL;
+	t->state = NULL;
+	if (view_only) {
 		t->filter = rfbfilter_run;
 		t->state = rfbfilter_new();
 		t->state_free = rfbfilter_free;
@@ -555,7 +571,7 @@ static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel 
 			return err_set(e, ERR_INTERNAL, "out of memory");
 	}
 	t->on_close = api_viewer_gone;
-	core_viewer(a->core, s[2], +1);
+	core_viewer(a->core, t->tag, +1);
 	return 0;
 }
 
@@ -566,7 +582,7 @@ static void api_embed(void *ctx, struct httpd_request *req, struct httpd_respons
 	struct err e = {0};
 	const char *rel = "embed.html";
 	if (strncmp(req->path, "/embed/assets/", 14) == 0)
-		rel = req->path + 14;
+		rel = req->path + 7; /* assets/... in the built web client */
 	int dfd = open(a->web_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
 			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
@@ -596,11 +612,17 @@ static void api_embed(void *ctx, struct httpd_request *req, struct httpd_respons
 	for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
 		if (strcmp(dot, types[i].ext) == 0)
 			resp->content_type = types[i].type;
-	char csp[300];
-	snprintf(csp, sizeof csp, "frame-ancestors %s", a->frame_ancestors);
+	/* Framable by whom the configuration says (no X-Frame-Options DENY);
+	 * everything else comes from here alone. noVNC draws the remote cursor
+	 * as a data: image. */
+	char csp[400];
+	snprintf(csp, sizeof csp,
+		 "default-src 'self'; img-src 'self' data:; frame-ancestors %s",
+		 a->frame_ancestors);
 	httpd_add_header(resp, "content-security-policy:", csp);
+	httpd_add_header(resp, "referrer-policy:", "no-referrer");
 	httpd_add_header(resp, "x-content-type-options:", "nosniff");
-	httpd_add_header(resp, "cache-control:", "no-store");
+	httpd_add_header(resp, "cache-control:", "no-cache");
 	resp->status = 200;
 	resp->file_fd = fd;
 	resp->file_len = (uint64_t)st.st_size;
@@ -681,6 +703,17 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 	if (strcmp(req->path, "/metrics") == 0) {
 		route->handler = api_metrics;
 		return 0;
+	}
+	/* A plain GET of a stream URL: the embed page asks why its WebSocket
+	 * failed. The token answers: 401/403 when it is bad, 426 when it is
+	 * good (then only the WebSocket was missing). */
+	if (req->method == HTTPD_GET && strncmp(req->path, "/v1/computers/", 14) == 0 &&
+	    strlen(req->path) > 7 && strcmp(req->path + strlen(req->path) - 7, "/stream") == 0) {
+		struct httpd_tunnel t = {0};
+		if (api_tunnel_check(a, req, &t, e) < 0)
+			return -1;
+		return err_set(e, ERR_BAD_REQUEST,
+			       "this is a WebSocket endpoint: connect with Upgrade: websocket");
 	}
 	/* The embed page carries its token in its URL: no API key. */
 	if (strncmp(req->path, "/embed/", 7) == 0 && req->method == HTTPD_GET) {

@@ -486,6 +486,10 @@ static int ct_start(struct driver_computer *c, struct err *e)
 			"desktop",
 			"--resolution",
 			res,
+			/* The live view: cubicled's gateway pipes WebSocket streams
+			 * to this socket (envd's RFB server), next to envd.sock. */
+			"--vnc",
+			"unix:/run/cubicle/vnc.sock",
 			NULL};
 	char *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"HOME=/root", "LANG=C.UTF-8", "container=cubicle", NULL};

@@ -68,7 +68,9 @@ struct driver_ops {
 	 * times, pids get reused). */
 	bool (*alive)(struct driver_computer *c);
 
-	/* Where envd listens: "unix:/path" or "tcp:127.0.0.1:port". */
+	/* Where envd listens: "unix:/path" or "tcp:127.0.0.1:port". A desktop's
+	 * envd also serves RFB on "vnc.sock" in the same directory (the stream
+	 * gateway connects there). */
 	int (*envd_address)(const struct driver_computer *c, char *out, size_t len,
 			    struct err *e);
 };

@@ -1,0 +1,40 @@
+/*
+ * vnc: an RFB (VNC) server on the X display envd drives, so that people can
+ * watch an agent's desktop live and take it over.
+ *
+ * The wire is plain RFB 3.8 with security type None on a UNIX socket, and
+ * nothing else: no TCP listener, no HTTP, no WebSocket framing. cubicled's
+ * gateway checks the stream token, terminates the browser's WebSocket and
+ * pipes its binary frames to this socket byte for byte (it also drops the
+ * input messages of view-only viewers).
+ *
+ * What viewers get: the screen from XDamage (only damaged regions are read,
+ * through MIT-SHM; nothing is read while the screen is still, or while nobody
+ * watches), the cursor shape from XFixes as the RichCursor pseudo-encoding,
+ * libvncserver's encodings (Tight with JPEG, ZRLE, Zlib, Hextile, Raw; the
+ * client chooses, and its quality level sets the JPEG quality), pointer and
+ * keys injected through XTest, the CLIPBOARD both ways (also as the extended
+ * clipboard, UTF-8), several viewers at once. The desktop has a fixed size:
+ * SetDesktopSize requests are refused (Xvfb cannot add RANDR modes).
+ */
+#ifndef CUBICLE_ENVD_VNC_H
+#define CUBICLE_ENVD_VNC_H
+
+#include "err.h"
+
+struct envd;
+struct vnc;
+
+/*
+ * Starts serving env's display (env->display, env->desk and env->clipboard
+ * set) on addr, "unix:PATH"; a stale socket at PATH is replaced, the new one
+ * is private to envd's user (0600). Fails (NULL, e filled) when the address
+ * is not unix:PATH, the display lacks XDamage, XFixes or 24-bit colour, or
+ * the socket cannot be made.
+ */
+struct vnc *vnc_start(struct envd *env, const char *addr, struct err *e);
+
+/* Disconnects every viewer, stops the threads, removes the socket; NULL is fine. */
+void vnc_stop(struct vnc *v);
+
+#endif

@@ -1,0 +1,222 @@
+// The whole streaming path in a real browser: a local page iframes
+// cubicled's /embed/{id}?token=…, noVNC connects through cubicled's
+// token-checked WebSocket gateway to envd's VNC server on a real desktop
+// computer. The witness is cubicled's own action API.
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, test } from "node:test";
+
+import {
+	browserLaunch,
+	embedCanvasGeometry,
+	embedInHostPage,
+	embedState,
+	embedWaitState,
+	repoRoot,
+	WAIT_MS,
+} from "./browser.mjs";
+
+const build = process.env.CUBICLE_BUILD || path.join(repoRoot, "build");
+const admin = "ck_admin_" + "e2e".repeat(8);
+let cubicled, base, state, key, computer, browser;
+
+async function api(method, p, body, k = key) {
+	const r = await fetch(base + p, {
+		method,
+		headers: { Authorization: "Bearer " + k, "Content-Type": "application/json" },
+		body: body === undefined ? undefined : JSON.stringify(body),
+	});
+	const text = await r.text();
+	let json = null;
+	try {
+		json = JSON.parse(text);
+	} catch {
+		/* not JSON */
+	}
+	if (!r.ok) {
+		throw new Error(`${method} ${p} -> ${r.status} ${text.slice(0, 300)}`);
+	}
+	return json;
+}
+
+const act = (name, params = {}) => api("POST", `/v1/computers/${computer}/actions/${name}`, params);
+
+async function until(fn, what, timeout = WAIT_MS) {
+	const end = Date.now() + timeout;
+	let last;
+	while (Date.now() < end) {
+		try {
+			const v = await fn();
+			if (v) {
+				return v;
+			}
+		} catch (e) {
+			last = e;
+		}
+		await new Promise((r) => setTimeout(r, 50));
+	}
+	throw new Error(`timed out waiting for ${what}${last ? ` (${last.message})` : ""}`);
+}
+
+before(async () => {
+	state = mkdtempSync(path.join(os.tmpdir(), "cub-e2e-"));
+	cubicled = spawn(
+		path.join(build, "bin", "cubicled"),
+		["--listen", "127.0.0.1:0", "--state-dir", state, "--images", path.join(build, "images")],
+		{ env: { ...process.env, CUBICLE_ADMIN_KEY: admin }, stdio: ["ignore", "pipe", "ignore"] },
+	);
+	const line = await new Promise((resolve, reject) => {
+		let buf = "";
+		cubicled.stdout.on("data", (d) => {
+			buf += d;
+			if (buf.includes("\n")) {
+				resolve(buf);
+			}
+		});
+		cubicled.on("exit", (c) => reject(new Error("cubicled exited " + c)));
+	});
+	const port = line.split("listening on ")[1].split(" ")[0].split(":").pop();
+	base = `http://127.0.0.1:${port}`;
+	const ws = await api("POST", "/v1/workspaces", { name: "e2e" }, admin);
+	key = (await api("POST", `/v1/workspaces/${ws.id}/keys`, undefined, admin)).key;
+	computer = (await api("POST", "/v1/computers?wait=running&timeout_s=120", { kind: "desktop" })).id;
+	browser = await browserLaunch();
+});
+
+after(async () => {
+	if (browser) {
+		await browser.close();
+	}
+	if (computer) {
+		await api("DELETE", `/v1/computers/${computer}`).catch(() => {});
+	}
+	if (cubicled) {
+		cubicled.kill("SIGTERM");
+		await new Promise((r) => cubicled.on("exit", r));
+	}
+	rmSync(state, { recursive: true, force: true });
+});
+
+async function embed(params = {}, size = { width: 1280, height: 800 }) {
+	const t = await api("POST", `/v1/computers/${computer}/stream`, { ttl_s: 120, ...params });
+	const page = await browser.newPage();
+	const frame = await embedInHostPage(page, t.embed_url, size);
+	return { page, frame, token: t };
+}
+
+// The iframe's page point over framebuffer pixel (x, y).
+async function canvasPoint(page, frame, x, y) {
+	const iframe = await page.$("iframe#embed");
+	const box = await iframe.boundingBox();
+	const inner = await frame.evaluate(() => {
+		const r = document.querySelector("#screen canvas").getBoundingClientRect();
+		return { left: r.left, top: r.top, width: r.width };
+	});
+	const g = await embedCanvasGeometry(frame);
+	const s = inner.width / g.width;
+	return { x: box.x + inner.left + x * s, y: box.y + inner.top + y * s };
+}
+
+test("the canvas shows the desktop: its pixels match a screenshot from the API", async () => {
+	const { page, frame } = await embed();
+	await embedWaitState(frame, "connected");
+	const g = await embedCanvasGeometry(frame);
+	assert.deepEqual([g.width, g.height], [1280, 800]);
+	const shot = await act("screenshot_base64", { format: "png" });
+	const points = [
+		[640, 400],
+		[100, 600],
+		[1200, 700],
+		[10, 10],
+	];
+	// Decode the API's PNG in the page and compare, allowing for the stream's
+	// lossy encoding (noVNC asks for Tight with JPEG).
+	await until(async () => {
+		const diffs = await frame.evaluate(
+			async ([b64, pts]) => {
+				const img = new Image();
+				img.src = "data:image/png;base64," + b64;
+				await img.decode();
+				const c = document.createElement("canvas");
+				c.width = img.width;
+				c.height = img.height;
+				c.getContext("2d").drawImage(img, 0, 0);
+				const live = document.querySelector("#screen canvas").getContext("2d");
+				return pts.map(([x, y]) => {
+					const a = c.getContext("2d").getImageData(x, y, 1, 1).data;
+					const b = live.getImageData(x, y, 1, 1).data;
+					return Math.max(...[0, 1, 2].map((i) => Math.abs(a[i] - b[i])));
+				});
+			},
+			[shot.image, points],
+		);
+		return diffs.every((d) => d <= 40);
+	}, "the canvas to match the screenshot");
+	await page.close();
+});
+
+test("a click and typed text in the canvas reach the desktop", async () => {
+	const term = await act("launch", { app: "xfce4-terminal", wait_s: 30 });
+	const w = term.window;
+	const { page, frame } = await embed();
+	await embedWaitState(frame, "connected");
+	const cx = w.x + Math.floor(w.width / 2);
+	const cy = w.y + Math.floor(w.height / 2);
+	const p = await canvasPoint(page, frame, cx, cy);
+	await page.mouse.click(p.x, p.y);
+	await until(async () => {
+		const c = await act("get_cursor_position");
+		return Math.abs(c.x - cx) <= 1 && Math.abs(c.y - cy) <= 1;
+	}, "the pointer to reach the terminal");
+	await page.keyboard.type("echo typed-in-the-browser > /tmp/e2e.txt\n");
+	await until(async () => {
+		const r = await act("bash", { command: "cat /tmp/e2e.txt 2>/dev/null" });
+		return r.stdout === "typed-in-the-browser\n";
+	}, "the typed command to run");
+	await act("close_window", { id: w.id });
+	await page.close();
+});
+
+test("a view-only embed changes nothing", async () => {
+	await act("move_cursor", { x: 20, y: 700 });
+	const { page, frame } = await embed({ view_only: true });
+	await embedWaitState(frame, "connected");
+	const p = await canvasPoint(page, frame, 900, 300);
+	await page.mouse.click(p.x, p.y);
+	await page.keyboard.type("nope");
+	// Nothing to wait for when nothing should happen: watch for a second.
+	const end = Date.now() + 1000;
+	while (Date.now() < end) {
+		const c = await act("get_cursor_position");
+		assert.deepEqual([c.x, c.y], [20, 700]);
+	}
+	await page.close();
+});
+
+test("forged and expired tokens show a clear refusal", async () => {
+	const t = await api("POST", `/v1/computers/${computer}/stream`, { ttl_s: 1 });
+	const forged = t.embed_url.replace(/token=([^&]*)/, (m, tok) => `token=${tok.slice(0, -4)}AAAA`);
+	const page = await browser.newPage();
+	const f1 = await embedInHostPage(page, forged);
+	await embedWaitState(f1, "denied");
+	assert.match((await embedState(f1)).status, /denied|expired/i);
+	await until(async () => {
+		const r = await fetch(t.ws_url.replace("ws://", "http://"));
+		return r.status === 401;
+	}, "the short token to expire");
+	const f2 = await embedInHostPage(page, t.embed_url);
+	await embedWaitState(f2, "denied");
+	await page.close();
+});
+
+test("revoking closes the stream", async () => {
+	const { page, frame } = await embed();
+	await embedWaitState(frame, "connected");
+	await api("POST", `/v1/computers/${computer}/stream/revoke`, {});
+	await embedWaitState(frame, "denied");
+	await page.close();
+});
