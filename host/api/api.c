@@ -465,7 +465,8 @@ static void api_stream(void *ctx, struct httpd_request *req, struct httpd_respon
 		snprintf(tc.workspace, sizeof tc.workspace, "%s",
 			 json_string_value(json_object_get(out, "workspace")));
 		/* Only a computer that could stream now gets a token. */
-		rc = core_stream_target(a->core, c->id, api_ws(c), api_now_ms(), path, sizeof path,
+		tc.issued = core_stream_issue_ms(a->core, c->id);
+		rc = core_stream_target(a->core, c->id, api_ws(c), tc.issued, path, sizeof path,
 					&e);
 	}
 	if (rc == 0) {
@@ -477,7 +478,6 @@ static void api_stream(void *ctx, struct httpd_request *req, struct httpd_respon
 			close(fd);
 		for (size_t i = 0; i < sizeof n; i++)
 			snprintf(tc.nonce + 2 * i, 3, "%02x", n[i]);
-		tc.issued = api_now_ms();
 		tc.expires = tc.issued / 1000 + ttl;
 	}
 	if (rc == 0)

@@ -94,6 +94,10 @@ void core_on_close_streams(struct core *c, void (*fn)(void *ctx, const char *id)
 int core_stream_target(struct core *c, const char *id, const char *ws, int64_t issued, char *path,
 		       size_t len, struct err *e);
 
+/* The issue time for a new token: now, but always after the last revocation
+ * (a token minted in the revocation's millisecond must still work). */
+int64_t core_stream_issue_ms(struct core *c, const char *id);
+
 /* Refuses every token of the computer issued until now (streams close too). */
 void core_stream_revoke(struct core *c, const char *id);
 

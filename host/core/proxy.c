@@ -231,6 +231,17 @@ int core_stream_target(struct core *c, const char *id, const char *ws, int64_t i
 	return rc;
 }
 
+int64_t core_stream_issue_ms(struct core *c, const char *id)
+{
+	int64_t now = core_now_ms();
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	if (r && now <= r->revoked_ms)
+		now = r->revoked_ms + 1;
+	pthread_mutex_unlock(&c->lock);
+	return now;
+}
+
 void core_stream_revoke(struct core *c, const char *id)
 {
 	pthread_mutex_lock(&c->lock);
