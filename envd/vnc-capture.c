@@ -132,8 +132,8 @@ static bool vnc_capture_rect(struct vnc *v, int x, int y, int w, int h)
 			img = NULL;
 		}
 	} else {
-		img = XGetImage(v->dpy, v->root, x, y, (unsigned)w, (unsigned)h, AllPlanes,
-				ZPixmap);
+		img =
+		    XGetImage(v->dpy, v->root, x, y, (unsigned)w, (unsigned)h, AllPlanes, ZPixmap);
 	}
 	if (!img)
 		return false;
@@ -338,12 +338,13 @@ static void *vnc_capture_main(void *arg)
 				v->root_w = ev.xconfigure.width;
 				v->root_h = ev.xconfigure.height;
 				if (!told_resize &&
-				    (v->root_w != v->width || v->root_h != v->height))
+				    (v->root_w != v->width || v->root_h != v->height)) {
 					fprintf(stderr,
 						"envd: vnc: the screen is now %dx%d; viewers keep "
 						"%dx%d\n",
 						v->root_w, v->root_h, v->width, v->height);
-				told_resize = true;
+					told_resize = true;
+				}
 			}
 		}
 		if (v->x_io_dead)
@@ -389,7 +390,10 @@ static void *vnc_capture_main(void *arg)
 			}
 			timeout = (int)(due - now);
 		}
-		XFlush(v->dpy);
+		/* Round trips above (the cursor image) may have queued events that
+		 * poll() cannot see any more; XPending also flushes requests. */
+		if (XPending(v->dpy))
+			continue;
 		struct pollfd p[2] = {{ConnectionNumber(v->dpy), POLLIN, 0},
 				      {v->x_wake[0], POLLIN, 0}};
 		if (poll(p, 2, timeout) > 0 && p[1].revents) {

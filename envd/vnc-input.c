@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <X11/XKBlib.h>
 #include <X11/extensions/XTest.h>
 #include <X11/keysym.h>
@@ -39,6 +40,8 @@
 /* Largest clipboard text sent to viewers (libvncserver's own limit for text
  * coming the other way is 1 MiB). */
 #define VNC_CLIP_MAX (1u << 20)
+/* How long the text waits for one viewer's send lock. */
+#define VNC_CLIP_LOCK_WAIT_S 1
 
 static void vnc_input_io_exit(Display *dpy, void *user)
 {
@@ -90,8 +93,7 @@ static bool vnc_keymap_find(struct vnc *v, KeySym sym, KeyCode *code, bool *shif
 static bool vnc_shift_held(struct vnc *v)
 {
 	XkbStateRec st;
-	return XkbGetState(v->input_dpy, XkbUseCoreKbd, &st) == Success &&
-	       (st.mods & ShiftMask);
+	return XkbGetState(v->input_dpy, XkbUseCoreKbd, &st) == Success && (st.mods & ShiftMask);
 }
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -110,6 +112,13 @@ static bool vnc_key_desk(struct vnc *v, KeySym sym, bool down)
 {
 	char name[64];
 	vnc_key_name(sym, name, sizeof name);
+	/* The X server interleaves clients freely: keys sent on the input
+	 * connection must be processed before the desk's (desk_key syncs its
+	 * own before it returns). */
+	pthread_mutex_lock(&v->input_lock);
+	if (!v->input_dead)
+		XSync(v->input_dpy, False);
+	pthread_mutex_unlock(&v->input_lock);
 	struct err e = {0};
 	if (desk_key(v->env->desk, name, down ? DESK_KEY_DOWN : DESK_KEY_UP, "key", &e) == 0)
 		return true;
@@ -144,7 +153,8 @@ static void vnc_key_down(struct vnc *v, struct vnc_viewer *vw, KeySym sym)
 	pthread_mutex_lock(&v->input_lock);
 	if (!v->input_dead && vnc_keymap_load(v) && vnc_keymap_find(v, sym, &code, &shift)) {
 		found = true;
-		if (shift && !vnc_shift_held(v) && !vnc_keymap_find(v, XK_Shift_L, &shift_code, &dummy))
+		if (shift && !vnc_shift_held(v) &&
+		    !vnc_keymap_find(v, XK_Shift_L, &shift_code, &dummy))
 			shift_code = 0;
 		Display *dpy = v->input_dpy;
 		if (shift_code)
@@ -172,7 +182,8 @@ static void vnc_key_up(struct vnc *v, struct vnc_viewer *vw, KeySym sym)
 	KeyCode code = k.code;
 	bool shift;
 	pthread_mutex_lock(&v->input_lock);
-	if (!v->input_dead && (known || (vnc_keymap_load(v) && vnc_keymap_find(v, sym, &code, &shift)))) {
+	if (!v->input_dead &&
+	    (known || (vnc_keymap_load(v) && vnc_keymap_find(v, sym, &code, &shift)))) {
 		XTestFakeKeyEvent(v->input_dpy, code, False, CurrentTime);
 		XFlush(v->input_dpy);
 	}
@@ -213,7 +224,8 @@ void vnc_input_pointer(int mask, int x, int y, rfbClientPtr cl)
 		/* RFB button bit n is X button n+1 (4-7 are the wheel's). */
 		for (int b = 0; b < 8; b++)
 			if ((mask ^ vw->buttons) & (1 << b))
-				XTestFakeButtonEvent(dpy, (unsigned)b + 1, (mask >> b) & 1, CurrentTime);
+				XTestFakeButtonEvent(dpy, (unsigned)b + 1, (mask >> b) & 1,
+						     CurrentTime);
 		XFlush(dpy);
 	}
 	pthread_mutex_unlock(&v->input_lock);
@@ -407,8 +419,8 @@ static bool vnc_clip_msg_provide(struct vnc_clip_msg *m, const char *utf8, size_
 	if (ok) {
 		rfbServerCutTextMsg h = {.type = rfbServerCutText};
 		h.length = Swap32IfLE((uint32_t)(-(int32_t)(4 + zlen)));
-		uint32_t flags = Swap32IfLE((uint32_t)(rfbExtendedClipboard_Provide |
-						       rfbExtendedClipboard_Text));
+		uint32_t flags = Swap32IfLE(
+		    (uint32_t)(rfbExtendedClipboard_Provide | rfbExtendedClipboard_Text));
 		memcpy(m->data, &h, sz_rfbServerCutTextMsg);
 		memcpy(m->data + sz_rfbServerCutTextMsg, &flags, 4);
 		m->len = sz_rfbServerCutTextMsg + 4 + zlen;
@@ -442,7 +454,13 @@ static void vnc_clip_send_viewers(struct vnc *v, const char *utf8, size_t len)
 		if (!m->data && !(m == &plain ? vnc_clip_msg_plain(m, utf8, len)
 					      : vnc_clip_msg_provide(m, utf8, len)))
 			continue;
-		pthread_mutex_lock(&cl->sendMutex);
+		/* A viewer that stopped reading holds its send lock while
+		 * libvncserver waits to write: skip it rather than wait too. */
+		struct timespec deadline;
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_sec += VNC_CLIP_LOCK_WAIT_S;
+		if (pthread_mutex_timedlock(&cl->sendMutex, &deadline) != 0)
+			continue;
 		rfbWriteExact(cl, (char *)m->data, (int)m->len);
 		pthread_mutex_unlock(&cl->sendMutex);
 	}

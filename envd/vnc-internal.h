@@ -62,10 +62,10 @@ struct vnc {
 	/* Shared state, under lock. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int viewers;	 /* accepted connections whose viewer has not gone */
-	bool fb_stale;	 /* screen changes were skipped while nobody watched */
+	int viewers;   /* accepted connections whose viewer has not gone */
+	bool fb_stale; /* screen changes were skipped while nobody watched */
 	unsigned refresh_asked, refresh_done;
-	bool x_dead;	 /* the capture connection broke */
+	bool x_dead; /* the capture connection broke */
 	bool stopping;
 	bool clip_wanted; /* the CLIPBOARD owner changed: send it to the viewers */
 	struct vnc_viewer *viewer_list;
@@ -84,8 +84,8 @@ struct vnc {
 	bool capture_stop; /* under lock */
 	bool x_io_dead;	   /* set by Xlib's IO error handler on the capture thread */
 	int damage_base, fixes_base;
-	unsigned long damage;	/* the Damage on the root window */
-	unsigned long region;	/* an XFixes region to fetch damage into */
+	unsigned long damage; /* the Damage on the root window */
+	unsigned long region; /* an XFixes region to fetch damage into */
 	Atom clipboard_atom;
 	bool shm_ok;
 	XShmSegmentInfo shm;
@@ -101,8 +101,8 @@ struct vnc {
 	pthread_mutex_t input_lock;
 	Display *input_dpy;
 	int input_screen;
-	bool input_dead;  /* the input connection broke */
-	KeySym *keymap;	  /* the server's keyboard mapping, reloaded on MappingNotify */
+	bool input_dead; /* the input connection broke */
+	KeySym *keymap;	 /* the server's keyboard mapping, reloaded on MappingNotify */
 	int min_keycode, max_keycode, syms_per_code;
 };
 

@@ -164,8 +164,9 @@ static enum rfbNewClientAction vnc_on_new_client(rfbClientPtr cl)
 static void vnc_accept_one(struct vnc *v, int fd)
 {
 	if (fd >= VNC_MAX_FD) {
-		fprintf(stderr, "envd: vnc: refusing a viewer: descriptor %d is too high for "
-				"libvncserver's select()\n",
+		fprintf(stderr,
+			"envd: vnc: refusing a viewer: descriptor %d is too high for "
+			"libvncserver's select()\n",
 			fd);
 		close(fd);
 		return;

@@ -72,7 +72,7 @@ static struct {
 	int fx1, fy1, fx2, fy2;
 	long frames_seen; /* updates with pixels since connecting */
 	/* cut text and cursor */
-	char *cut;   /* UTF-8, the last one not yet reported */
+	char *cut; /* UTF-8, the last one not yet reported */
 	bool cursor_new;
 	int cursor_w, cursor_h, cursor_xhot, cursor_yhot;
 } P;
@@ -288,8 +288,8 @@ static void probe_dump(const char *path)
 	for (int i = 0; i < c->width * c->height; i++)
 		fwrite(c->frameBuffer + (size_t)i * 4, 1, 3, f);
 	fclose(f);
-	probe_out("{\"event\":\"dump\",\"path\":\"%s\",\"width\":%d,\"height\":%d}", path,
-		  c->width, c->height);
+	probe_out("{\"event\":\"dump\",\"path\":\"%s\",\"width\":%d,\"height\":%d}", path, c->width,
+		  c->height);
 }
 
 static void probe_count(double seconds, bool fps)
@@ -399,8 +399,9 @@ static bool probe_command(char *line)
 			probe_out("{\"event\":\"error\",\"message\":\"pixel off-screen\"}");
 		} else {
 			const uint8_t *p = c->frameBuffer + ((size_t)y * c->width + x) * 4;
-			probe_out("{\"event\":\"pixel\",\"x\":%d,\"y\":%d,\"rgb\":\"%02x%02x%02x\"}",
-				  x, y, p[0], p[1], p[2]);
+			probe_out(
+			    "{\"event\":\"pixel\",\"x\":%d,\"y\":%d,\"rgb\":\"%02x%02x%02x\"}", x,
+			    y, p[0], p[1], p[2]);
 		}
 	} else if (strcmp(cmd, "dump") == 0 && nargs == 1) {
 		probe_dump(args[0]);
@@ -570,7 +571,8 @@ int main(int argc, char **argv)
 			char *cmd = strdup(argv[++i]);
 			more = cmd && probe_command(cmd);
 			free(cmd);
-		} else if (strcmp(argv[i], "--encodings") == 0 || strcmp(argv[i], "--quality") == 0 ||
+		} else if (strcmp(argv[i], "--encodings") == 0 ||
+			   strcmp(argv[i], "--quality") == 0 ||
 			   strcmp(argv[i], "--compress") == 0) {
 			i++;
 		}

@@ -13,7 +13,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import signal
 import stat
 import subprocess
@@ -322,6 +321,32 @@ class Viewers(unittest.TestCase):
             if a.proc.poll() is None:
                 a.close()
             b.close()
+
+
+    def test_busy_screen_streams_while_the_api_answers(self):
+        # An xterm printing without pause changes the screen all the time.
+        term = desk.spawn(["xterm", "-geometry", "100x30+0+0", "-title", "vnc-busy", "-e",
+                           "sh", "-c", "while :; do echo $$ busy; done"])
+        a, b = Probe(SOCK), Probe(SOCK, "--encodings", "zrle")
+        try:
+            harness.wait_until(lambda: a.cmd("count 0.5")["pixel_updates"] >= 3, 15,
+                               "a stream of updates")
+            self.assertEqual(b.cmd("frame 10")["event"], "frame")
+            # One viewer stops reading: the other keeps streaming and the
+            # actions keep answering. Then it vanishes mid-update.
+            b.proc.send_signal(signal.SIGSTOP)
+            self.assertGreaterEqual(a.cmd("count 1")["pixel_updates"], 3)
+            for _ in range(3):
+                self.assertEqual(screenshot().width, desk.width)
+            b.kill()
+            self.assertGreaterEqual(a.cmd("count 1")["pixel_updates"], 3)
+            self.assertEqual(envd.ok("get_screen_size")["width"], desk.width)
+        finally:
+            os.killpg(term.pid, signal.SIGKILL)
+            term.wait()
+            if b.proc.poll() is None:
+                b.close()
+            a.close()
 
 
 class Input(unittest.TestCase):
