@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <time.h>
 #include <X11/XKBlib.h>
 #include <X11/extensions/XTest.h>
@@ -31,9 +32,13 @@
 #include "desk-internal.h"
 #include "keys.h"
 
-/* How long clients get to translate key presses before a scratch keycode
- * they went through is rebound to another keysym. */
-#define INPUT_REBIND_PAUSE_MS 60
+/* Before a scratch keycode is rebound, the focused client must have
+ * translated the key presses made through it: envd pings it (EWMH
+ * _NET_WM_PING, answered only once every earlier event is processed) and
+ * waits up to INPUT_PING_MS; a client that does not answer pings gets
+ * INPUT_REBIND_PAUSE_MS instead. */
+#define INPUT_PING_MS	      2000
+#define INPUT_REBIND_PAUSE_MS 300
 
 static void input_sleep_ms(int ms)
 {
@@ -130,6 +135,102 @@ static KeyCode input_code_of(struct desk *d, KeySym sym)
 	return input_find_sym(d, sym, &c, &shift) ? c : 0;
 }
 
+static Bool input_is_pong(Display *dpy, XEvent *ev, XPointer arg)
+{
+	(void)dpy;
+	const long *want = (const long *)arg;
+	return ev->type == ClientMessage && ev->xclient.format == 32 &&
+	       (Atom)ev->xclient.data.l[0] == (Atom)want[0] && ev->xclient.data.l[1] == want[1];
+}
+
+/* The focused top-level client and whether it answers _NET_WM_PING. Lock held. */
+static Window input_focused_client(struct desk *d, bool *pings)
+{
+	Window w;
+	int revert;
+	*pings = false;
+	XGetInputFocus(d->dpy, &w, &revert);
+	Atom ping = desk_atom(d, "_NET_WM_PING");
+	desk_trap_begin();
+	for (int depth = 0; w != None && w != PointerRoot && w != d->root && depth < 16; depth++) {
+		Atom *list = NULL;
+		int n = 0;
+		if (XGetWMProtocols(d->dpy, w, &list, &n)) {
+			for (int i = 0; i < n; i++)
+				*pings = *pings || list[i] == ping;
+			XFree(list);
+			if (n > 0)
+				break;
+		}
+		Window root, parent, *kids = NULL;
+		unsigned nk = 0;
+		if (!XQueryTree(d->dpy, w, &root, &parent, &kids, &nk))
+			break;
+		if (kids)
+			XFree(kids);
+		w = parent;
+	}
+	if (desk_trap_end(d))
+		*pings = false;
+	return w;
+}
+
+/*
+ * Waits until the focused client has processed every event sent so far: a
+ * ping it answers only after them. Falls back to a pause for clients that
+ * do not answer pings. Lock held.
+ */
+static void input_barrier(struct desk *d)
+{
+	static long serial;
+	bool pings;
+	XSync(d->dpy, False);
+	Window w = input_focused_client(d, &pings);
+	if (!pings) {
+		input_sleep_ms(INPUT_REBIND_PAUSE_MS);
+		return;
+	}
+	long want[2] = {(long)desk_atom(d, "_NET_WM_PING"), 0x70000000L + (++serial & 0xffffff)};
+	/* The answer goes to the root window: watch it just for this. */
+	XSelectInput(d->dpy, d->root, SubstructureNotifyMask);
+	XEvent ev;
+	memset(&ev, 0, sizeof ev);
+	ev.xclient.type = ClientMessage;
+	ev.xclient.window = w;
+	ev.xclient.message_type = desk_atom(d, "WM_PROTOCOLS");
+	ev.xclient.format = 32;
+	ev.xclient.data.l[0] = want[0];
+	ev.xclient.data.l[1] = want[1];
+	ev.xclient.data.l[2] = (long)w;
+	desk_trap_begin();
+	XSendEvent(d->dpy, w, False, NoEventMask, &ev);
+	XFlush(d->dpy);
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	bool answered = false;
+	for (;;) {
+		XEvent got;
+		if (XCheckIfEvent(d->dpy, &got, input_is_pong, (XPointer)want)) {
+			answered = true;
+			break;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms >= INPUT_PING_MS)
+			break;
+		struct pollfd p = {ConnectionNumber(d->dpy), POLLIN, 0};
+		poll(&p, 1, 5);
+	}
+	XSelectInput(d->dpy, d->root, NoEventMask);
+	desk_trap_end(d);
+	/* Drop what the root selection brought in, keeping keymap changes. */
+	XEvent junk;
+	while (XCheckMaskEvent(d->dpy, SubstructureNotifyMask, &junk))
+		;
+	if (!answered)
+		input_sleep_ms(INPUT_REBIND_PAUSE_MS);
+}
+
 /*
  * Binds each of syms[0..n) that the keymap lacks to a scratch keycode. The
  * keysyms in `keep` (already bound for the text being typed) are never
@@ -163,8 +264,7 @@ static int input_bind(struct desk *d, const KeySym *syms, size_t n, struct err *
 			    "full)");
 		if (victim->sym != NoSymbol && !paused) {
 			/* Someone may still be translating a press through this code. */
-			XSync(d->dpy, False);
-			input_sleep_ms(INPUT_REBIND_PAUSE_MS);
+			input_barrier(d);
 			paused = true;
 		}
 		KeySym row[8] = {0};
