@@ -18,12 +18,12 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include "action.h"
 #include "files.h"
 #include "httpd.h"
+#include "ident.h"
 #include "session.h"
 
 struct server {
@@ -215,19 +215,6 @@ static bool server_authorized(const struct server *srv, const struct httpd_reque
 	return CRYPTO_memcmp(h, srv->token_hash, sizeof h) == 0;
 }
 
-/* A relative path is relative to the client user's home, as for the
- * read_file/write_file actions. Returns a malloc'd absolute path. */
-static char *server_absolute(const struct envd *env, const char *path)
-{
-	if (path[0] == '/')
-		return strdup(path);
-	const char *home = env->run_as_home ? env->run_as_home : getenv("HOME");
-	char *abs = NULL;
-	if (asprintf(&abs, "%s/%s", home && *home ? home : "", path) < 0)
-		return NULL;
-	return abs;
-}
-
 static int server_route_put(struct server *srv, struct httpd_request *req,
 			    struct httpd_route *route, struct err *e)
 {
@@ -236,20 +223,25 @@ static int server_route_put(struct server *srv, struct httpd_request *req,
 	if (!rel || !*rel)
 		return err_param(e, "path", "path: required (PUT /v1/files?path=/abs/file)");
 	struct server_upload *u = calloc(1, sizeof *u);
-	if (!u || !(u->path = server_absolute(srv->env, rel))) {
-		free(u);
+	if (!u)
 		return err_set(e, ERR_INTERNAL, "out of memory");
+	/* Relative to the user's home, as for read_file/write_file. */
+	if (!(u->path = files_resolve(&as, rel, e))) {
+		free(u);
+		return -1;
 	}
 	size_t n = strlen(u->path);
-	unsigned char nonce[6];
-	RAND_bytes(nonce, sizeof nonce);
+	char nonce[13];
+	if (ident_random_hex(nonce, 6, e) < 0) {
+		server_upload_free(u);
+		return -1;
+	}
 	if (u->path[n - 1] == '/') {
 		err_param(e, "path", "path: '%s' names a directory, not a file", u->path);
 		server_upload_free(u);
 		return -1;
 	}
-	if (asprintf(&u->tmp, "%s.envd-upload-%02x%02x%02x%02x%02x%02x", u->path, nonce[0],
-		     nonce[1], nonce[2], nonce[3], nonce[4], nonce[5]) < 0) {
+	if (asprintf(&u->tmp, "%s.envd-upload-%s", u->path, nonce) < 0) {
 		u->tmp = NULL;
 		server_upload_free(u);
 		return err_set(e, ERR_INTERNAL, "out of memory");

@@ -19,7 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/sha.h>
+
 #include "api.h"
+#include "ident.h"
+#include "token.h"
 #include "core.h"
 #include "store.h"
 
@@ -70,33 +74,6 @@ static long long main_number(const char *s, const char *flag, long long lo, long
 	return v;
 }
 
-/* The key that signs stream tokens: DIR/stream.key, 32 random bytes, 0600. */
-static int main_stream_key(const char *state_dir, unsigned char key[32])
-{
-	char path[PATH_MAX + 16];
-	snprintf(path, sizeof path, "%s/stream.key", state_dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, key, 32);
-		close(fd);
-		if (n == 32)
-			return 0;
-	}
-	fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || read(fd, key, 32) != 32) {
-		fprintf(stderr, "cubicled: no randomness for the stream key\n");
-		return -1;
-	}
-	close(fd);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || write(fd, key, 32) != 32) {
-		fprintf(stderr, "cubicled: cannot write %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	close(fd);
-	return 0;
-}
-
 /* "small=1,medium=0": desktops kept warm per size. */
 static int main_warm_pool(const char *spec, struct core_config *cfg)
 {
@@ -124,6 +101,42 @@ bad:
 	return -1;
 }
 
+/*
+ * A secret kept in the state directory: the first line of DIR/name, or
+ * prefix + 48 random hex digits written there (mode 0600) on first run.
+ * Returns a malloc'd string, or NULL after saying why.
+ */
+static char *main_state_secret(const char *state_dir, const char *name, const char *prefix)
+{
+	char path[PATH_MAX + 16], buf[128] = "";
+	snprintf(path, sizeof path, "%s/%s", state_dir, name);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = 0;
+		fclose(f);
+		buf[strcspn(buf, "\r\n")] = 0;
+		if (strlen(buf) >= strlen(prefix) + 48)
+			return strdup(buf);
+	}
+	struct err e = {0};
+	size_t plen = strlen(prefix);
+	memcpy(buf, prefix, plen);
+	if (ident_random_hex(buf + plen, 24, &e) < 0) {
+		fprintf(stderr, "cubicled: %s: %s\n", name, e.message);
+		return NULL;
+	}
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || dprintf(fd, "%s\n", buf) < 0) {
+		fprintf(stderr, "cubicled: cannot write %s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	close(fd);
+	return strdup(buf);
+}
+
 /* $CUBICLE_ADMIN_KEY, or the state dir's admin.key, created on first run. */
 static char *main_admin_key(const char *state_dir)
 {
@@ -136,35 +149,7 @@ static char *main_admin_key(const char *state_dir)
 		}
 		return strdup(env);
 	}
-	char path[PATH_MAX + 16];
-	snprintf(path, sizeof path, "%s/admin.key", state_dir);
-	char buf[128] = "";
-	FILE *f = fopen(path, "r");
-	if (f) {
-		if (!fgets(buf, sizeof buf, f))
-			buf[0] = 0;
-		fclose(f);
-		buf[strcspn(buf, "\r\n")] = 0;
-		if (strlen(buf) >= 16)
-			return strdup(buf);
-	}
-	unsigned char r[24];
-	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || read(fd, r, sizeof r) != (ssize_t)sizeof r) {
-		fprintf(stderr, "cubicled: no randomness for the admin key\n");
-		return NULL;
-	}
-	close(fd);
-	snprintf(buf, sizeof buf, "ck_admin_");
-	for (size_t i = 0; i < sizeof r; i++)
-		snprintf(buf + 9 + 2 * i, 3, "%02x", r[i]);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || write(fd, buf, strlen(buf)) < 0 || write(fd, "\n", 1) < 0) {
-		fprintf(stderr, "cubicled: cannot write %s: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	close(fd);
-	return strdup(buf);
+	return main_state_secret(state_dir, "admin.key", "ck_admin_");
 }
 
 int main(int argc, char **argv)
@@ -302,9 +287,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	snprintf(spool, sizeof spool, "%s/spool", state_abs);
-	unsigned char stream_key[32];
-	if (main_stream_key(state_abs, stream_key) < 0)
+	/* Stream tokens are signed with the SHA-256 of a secret of the state dir. */
+	char *stream_secret = main_state_secret(state_abs, "stream.key", "");
+	if (!stream_secret)
 		return 1;
+	unsigned char stream_key[TOKEN_KEY_BYTES];
+	SHA256((const unsigned char *)stream_secret, strlen(stream_secret), stream_key);
+	free(stream_secret);
 	char web_dir[PATH_MAX + 16];
 	if (web) {
 		snprintf(web_dir, sizeof web_dir, "%s", web);

@@ -1,4 +1,5 @@
 #include "token.h"
+#include "ident.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,22 +38,10 @@ static void token_mac(const unsigned char key[TOKEN_KEY_BYTES], const char *msg,
 	token_b64url(mac, sizeof mac, out);
 }
 
-static bool token_field_ok(const char *s)
-{
-	if (!*s || strlen(s) >= 40)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
-			return false;
-	return true;
-}
-
 int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_claims *c,
 	       char out[TOKEN_MAX], struct err *e)
 {
-	if (!token_field_ok(c->computer) || !token_field_ok(c->workspace) ||
-	    !token_field_ok(c->nonce))
+	if (!ident_ok(c->computer, 39) || !ident_ok(c->workspace, 39) || !ident_ok(c->nonce, 16))
 		return err_set(e, ERR_INVALID, "cannot mint a token for these ids");
 	char body[TOKEN_MAX];
 	int n = snprintf(body, sizeof body, "v1.%s.%s.%s.%lld.%lld.%s", c->computer, c->workspace,

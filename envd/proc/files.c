@@ -112,8 +112,7 @@ static void files_id_leave(struct files_id *saved)
 	errno = err;
 }
 
-/* `path` made absolute against the user's home; malloc'd, or NULL with e filled. */
-static char *files_resolve(const struct run_as *as, const char *path, struct err *e)
+char *files_resolve(const struct run_as *as, const char *path, struct err *e)
 {
 	if (!path || !path[0]) {
 		err_param(e, "path", "path: empty");

@@ -29,6 +29,10 @@ int files_read(const struct run_as *as, const char *path, size_t max_len, char *
 int files_write(const struct run_as *as, const char *path, const void *data, size_t len, int mode,
 		struct err *e);
 
+/* `path` made absolute against the user's home (a relative path names a file
+ * there); malloc'd, or NULL with e filled (ERR_INVALID naming "path"). */
+char *files_resolve(const struct run_as *as, const char *path, struct err *e);
+
 /*
  * open(2) with the client's identity, for streaming. For O_WRONLY|O_CREAT
  * it creates missing parent directories. Returns an fd or -1 with e filled.

@@ -22,6 +22,7 @@
 #include <openssl/sha.h>
 
 #include "httpd.h"
+#include "ident.h"
 #include "params.h"
 #include "rfbfilter.h"
 #include "token.h"
@@ -58,18 +59,6 @@ static void api_caller_free(void *p)
 static const char *api_ws(const struct api_caller *c)
 {
 	return c->admin ? NULL : c->ws;
-}
-
-static bool api_id_ok(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > 63)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_'))
-			return false;
-	return true;
 }
 
 static json_t *api_body_json(struct httpd_request *req, struct err *e)
@@ -466,18 +455,11 @@ static void api_stream(void *ctx, struct httpd_request *req, struct httpd_respon
 			 json_string_value(json_object_get(out, "workspace")));
 		/* Only a computer that could stream now gets a token. */
 		tc.issued = core_stream_issue_ms(a->core, c->id);
-		rc = core_stream_target(a->core, c->id, api_ws(c), tc.issued, path, sizeof path,
-					&e);
+		rc =
+		    core_stream_target(a->core, c->id, api_ws(c), tc.issued, path, sizeof path, &e);
 	}
 	if (rc == 0) {
-		unsigned char n[8];
-		int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || read(fd, n, sizeof n) != (ssize_t)sizeof n)
-			rc = err_set(&e, ERR_INTERNAL, "no randomness for the token");
-		if (fd >= 0)
-			close(fd);
-		for (size_t i = 0; i < sizeof n; i++)
-			snprintf(tc.nonce + 2 * i, 3, "%02x", n[i]);
+		rc = ident_random_hex(tc.nonce, 8, &e);
 		tc.expires = tc.issued / 1000 + ttl;
 	}
 	if (rc == 0)
@@ -522,7 +504,8 @@ static void api_stream_revoke(void *ctx, struct httpd_request *req, struct httpd
 static void api_close_streams(void *ctx, const char *id)
 {
 	struct api *a = ctx;
-	httpd_close_tagged(a->httpd, id, 4403, "the stream was closed: revoked or computer stopped");
+	httpd_close_tagged(a->httpd, id, 4403,
+			   "the stream was closed: revoked or computer stopped");
 }
 
 static void api_viewer_gone(void *ctx, const char *tag)
@@ -539,7 +522,7 @@ static int api_tunnel_check(struct api *a, struct httpd_request *req, struct htt
 	char s[6][64];
 	int n = api_segments(req->path, s, 6);
 	if (n != 4 || strcmp(s[0], "v1") != 0 || strcmp(s[1], "computers") != 0 ||
-	    strcmp(s[3], "stream") != 0 || !api_id_ok(s[2]))
+	    strcmp(s[3], "stream") != 0 || !ident_ok(s[2], 63))
 		return err_set(e, ERR_NOT_FOUND, "no WebSocket endpoint at %.200s", req->path);
 	struct token_claims tc;
 	if (token_verify(a->stream_key, httpd_query(req, "token"), s[2], api_now_ms() / 1000, &tc,
@@ -555,8 +538,7 @@ static int api_tunnel_check(struct api *a, struct httpd_request *req, struct htt
 }
 
 /* The WebSocket upgrade of GET /v1/computers/{id}/stream?token= (loop thread). */
-static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t,
-		      struct err *e)
+static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t, struct err *e)
 {
 	struct api *a = ctx;
 	if (api_tunnel_check(a, req, t, e) < 0)
@@ -616,8 +598,7 @@ static void api_embed(void *ctx, struct httpd_request *req, struct httpd_respons
 	 * everything else comes from here alone. noVNC draws the remote cursor
 	 * as a data: image. */
 	char csp[400];
-	snprintf(csp, sizeof csp,
-		 "default-src 'self'; img-src 'self' data:; frame-ancestors %s",
+	snprintf(csp, sizeof csp, "default-src 'self'; img-src 'self' data:; frame-ancestors %s",
 		 a->frame_ancestors);
 	httpd_add_header(resp, "content-security-policy:", csp);
 	httpd_add_header(resp, "referrer-policy:", "no-referrer");
@@ -742,7 +723,7 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 			route->handler = api_workspaces;
 			return 0;
 		}
-		if (n == 4 && strcmp(s[3], "keys") == 0 && m == HTTPD_POST && api_id_ok(s[2])) {
+		if (n == 4 && strcmp(s[3], "keys") == 0 && m == HTTPD_POST && ident_ok(s[2], 63)) {
 			snprintf(c->id, sizeof c->id, "%s", s[2]);
 			route->handler = api_keys;
 			return 0;
@@ -758,7 +739,7 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 			route->handler = api_computers;
 			return 0;
 		}
-		if (!api_id_ok(s[2]))
+		if (!ident_ok(s[2], 63))
 			return err_set(e, ERR_NOT_FOUND, "no computer %.40s", s[2]);
 		snprintf(c->id, sizeof c->id, "%s", s[2]);
 		if (n == 3 && (m == HTTPD_GET || m == HTTPD_DELETE)) {
@@ -802,7 +783,7 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 		goto not_found;
 	}
 	if (strcmp(s[1], "sessions") == 0 && n == 4 && strcmp(s[3], "files") == 0) {
-		if (!api_id_ok(s[2]))
+		if (!ident_ok(s[2], 63))
 			return err_param(e, "session", "session: not a session id");
 		snprintf(c->id, sizeof c->id, "%s", s[2]);
 		route->handler = api_files;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ident.h"
 #include "params.h"
 #include "sizes.h"
 
@@ -479,17 +480,8 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 			return claimed < 0 ? -1 : 0;
 		}
 	}
-	unsigned char tok[24];
-	int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	if (rfd < 0 || read(rfd, tok, sizeof tok) != (ssize_t)sizeof tok) {
-		if (rfd >= 0)
-			close(rfd);
-		err_set(e, ERR_INTERNAL, "no randomness for the computer's token");
+	if (ident_random_hex(sc.envd_token, 24, e) < 0)
 		goto fail;
-	}
-	close(rfd);
-	for (size_t i = 0; i < sizeof tok; i++)
-		snprintf(sc.envd_token + 2 * i, 3, "%02x", tok[i]);
 	snprintf(sc.state, sizeof sc.state, "provisioning");
 	sc.driver_state = json_object();
 	sc.last_activity_ms = core_now_ms();

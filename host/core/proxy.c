@@ -6,6 +6,7 @@
  * recorded in memory too and written by the ticker once a second.
  */
 #include "core-internal.h"
+#include "ident.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,22 +90,10 @@ int core_file_put(struct core *c, const char *id, const char *ws, const char *pa
 
 /* ---- sessions ------------------------------------------------------------------- */
 
-static bool core_session_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > 64)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_'))
-			return false;
-	return true;
-}
-
 int core_session_dir_for(struct core *c, const char *ws, const char *session, char *out, size_t len,
 			 struct err *e)
 {
-	if (!core_session_name_ok(session))
+	if (!ident_ok(session, 64))
 		return err_param(e, "session", "session: 1 to 64 of A-Z a-z 0-9 - _, not '%.70s'",
 				 session);
 	char wsdir[600];
