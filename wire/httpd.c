@@ -744,18 +744,19 @@ static int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason,
 	case LWS_CALLBACK_RECEIVE: {
 		if (!tn || !tn->raw)
 			return -1;
-		unsigned char *out = malloc(len ? len : 1);
-		if (!out)
-			return -1;
-		long n;
+		/* The queue copies what it keeps: only a filter needs a buffer. */
+		long n = (long)len;
+		int rc;
 		if (tn->t.filter) {
+			unsigned char *out = malloc(len ? len : 1);
+			if (!out)
+				return -1;
 			n = tn->t.filter(tn->t.state, in, len, out);
+			rc = n < 0 ? -1 : tunnel_queue(&tn->to_raw, &tn->to_raw_len, out, (size_t)n);
+			free(out);
 		} else {
-			memcpy(out, in, len);
-			n = (long)len;
+			rc = tunnel_queue(&tn->to_raw, &tn->to_raw_len, in, len);
 		}
-		int rc = n < 0 ? -1 : tunnel_queue(&tn->to_raw, &tn->to_raw_len, out, (size_t)n);
-		free(out);
 		if (rc < 0)
 			return -1;
 		if (n > 0)
