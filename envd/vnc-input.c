@@ -34,6 +34,7 @@
 #include "envd.h"
 #include "input.h"
 #include "vnc-internal.h"
+#include "utf8.h"
 
 /* How long the clipboard's owner gets to hand over its text. */
 #define VNC_CLIP_TIMEOUT_MS 2000
@@ -284,22 +285,15 @@ static char *vnc_utf8_to_latin1(const char *s, size_t len, size_t *out_len)
 	char *out = malloc(len + 1);
 	if (!out)
 		return NULL;
-	const unsigned char *u = (const unsigned char *)s;
 	size_t n = 0, i = 0;
 	while (i < len) {
-		unsigned long cp;
-		size_t k;
-		if (u[i] < 0x80) {
-			cp = u[i];
-			k = 1;
-		} else if ((u[i] & 0xe0) == 0xc0 && i + 1 < len && (u[i + 1] & 0xc0) == 0x80) {
-			cp = (unsigned long)(u[i] & 0x1f) << 6 | (u[i + 1] & 0x3f);
-			k = 2;
-		} else {
-			/* Longer sequences are never Latin-1: skip the continuation bytes. */
+		unsigned long cp = '?';
+		size_t k = utf8_decode(s + i, len - i, &cp);
+		if (k == 0) {
+			/* A bad byte: skip it and its continuation bytes. */
 			cp = '?';
 			k = 1;
-			while (i + k < len && (u[i + k] & 0xc0) == 0x80)
+			while (i + k < len && ((unsigned char)s[i + k] & 0xc0) == 0x80)
 				k++;
 		}
 		out[n++] = cp < 0x100 ? (char)cp : '?';

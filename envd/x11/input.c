@@ -31,6 +31,7 @@
 
 #include "desk-internal.h"
 #include "keys.h"
+#include "utf8.h"
 
 /* Before a scratch keycode is rebound, the focused client must have
  * translated the key presses made through it: envd pings it (EWMH
@@ -322,32 +323,12 @@ static int input_text_syms(const char *utf8, KeySym **out, size_t *n, struct err
 	if (!syms)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	size_t count = 0;
-	const unsigned char *u = (const unsigned char *)utf8;
 	size_t i = 0;
 	while (i < len) {
 		unsigned long cp;
-		size_t k;
-		if (u[i] < 0x80) {
-			cp = u[i];
-			k = 1;
-		} else {
-			int extra;
-			if ((u[i] & 0xe0) == 0xc0)
-				extra = 1;
-			else if ((u[i] & 0xf0) == 0xe0)
-				extra = 2;
-			else if ((u[i] & 0xf8) == 0xf0)
-				extra = 3;
-			else
-				goto bad;
-			cp = u[i] & (0x3f >> extra);
-			for (int j = 1; j <= extra; j++) {
-				if (i + (size_t)j >= len || (u[i + j] & 0xc0) != 0x80)
-					goto bad;
-				cp = (cp << 6) | (u[i + j] & 0x3f);
-			}
-			k = (size_t)extra + 1;
-		}
+		size_t k = utf8_decode(utf8 + i, len - i, &cp);
+		if (k == 0)
+			goto bad;
 		i += k;
 		if (cp == '\r' && i < len && utf8[i] == '\n')
 			continue; /* CRLF types one Return */

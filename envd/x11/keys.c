@@ -16,6 +16,7 @@
 #include <X11/keysym.h>
 
 #include "keysym-names.h"
+#include "utf8.h"
 
 static const struct {
 	const char *alias;
@@ -105,36 +106,6 @@ KeySym keys_from_codepoint(unsigned long cp)
 	return 0x01000000ul | cp;
 }
 
-/* Decodes one UTF-8 code point at s; returns its length (0 if invalid). */
-static size_t keys_utf8_one(const char *s, unsigned long *cp)
-{
-	const unsigned char *u = (const unsigned char *)s;
-	size_t n;
-	unsigned long c;
-	if (u[0] < 0x80) {
-		*cp = u[0];
-		return u[0] ? 1 : 0;
-	} else if ((u[0] & 0xe0) == 0xc0) {
-		n = 2;
-		c = u[0] & 0x1f;
-	} else if ((u[0] & 0xf0) == 0xe0) {
-		n = 3;
-		c = u[0] & 0x0f;
-	} else if ((u[0] & 0xf8) == 0xf0) {
-		n = 4;
-		c = u[0] & 0x07;
-	} else {
-		return 0;
-	}
-	for (size_t i = 1; i < n; i++) {
-		if ((u[i] & 0xc0) != 0x80)
-			return 0;
-		c = (c << 6) | (u[i] & 0x3f);
-	}
-	*cp = c;
-	return n;
-}
-
 KeySym keys_lookup(const char *name)
 {
 	if (!name || !*name)
@@ -150,7 +121,7 @@ KeySym keys_lookup(const char *name)
 			return XK_F1 + (KeySym)(n - 1);
 	}
 	unsigned long cp;
-	size_t n = keys_utf8_one(name, &cp);
+	size_t n = utf8_decode(name, strlen(name), &cp);
 	if (n > 0 && name[n] == 0)
 		return keys_from_codepoint(cp);
 	KeySym sym = XStringToKeysym(name);

@@ -1,0 +1,13 @@
+/*
+ * utf8: decoding one code point, the one place cubicle reads UTF-8 by hand.
+ */
+#ifndef CUBICLE_WIRE_UTF8_H
+#define CUBICLE_WIRE_UTF8_H
+
+#include <stddef.h>
+
+/* Decodes the code point at s[0..len) into *cp and returns its length in
+ * bytes, or 0 for an invalid or truncated sequence (or len == 0). */
+size_t utf8_decode(const char *s, size_t len, unsigned long *cp);
+
+#endif
