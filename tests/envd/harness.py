@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -174,6 +175,39 @@ class Response:
         return "<Response %d %r>" % (self.status, b)
 
 
+class UnixConnection(http.client.HTTPConnection):
+    """http.client over a UNIX socket (envd in a guest listens on one)."""
+
+    def __init__(self, path, timeout=120):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.path)
+        self.sock = s
+
+
+def http_call(conn, method, path, body=None, bearer=None, headers=None):
+    """One request on conn (then closed): dict/list bodies go as JSON,
+    bearer (if any) as Authorization. Returns a Response."""
+    h = {}
+    if bearer:
+        h["Authorization"] = "Bearer " + bearer
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body).encode()
+        h["Content-Type"] = "application/json"
+    if headers:
+        h.update(headers)
+    try:
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+    finally:
+        conn.close()
+
+
 class Envd:
     """The envd binary on a loopback port, and a small client for it."""
 
@@ -242,22 +276,8 @@ class Envd:
     def request(self, method, path, body=None, headers=None, token=True,
                 timeout=120):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        h = {}
-        if token is True:
-            h["Authorization"] = "Bearer " + self.token
-        elif token:
-            h["Authorization"] = "Bearer " + token
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-            h["Content-Type"] = "application/json"
-        if headers:
-            h.update(headers)
-        conn.request(method, path, body=body, headers=h)
-        r = conn.getresponse()
-        data = r.read()
-        resp = Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
-        conn.close()
-        return resp
+        return http_call(conn, method, path, body, self.token if token is True else token,
+                         headers)
 
     def action(self, name, params=None, **kw):
         """POST /v1/actions/<name>; returns Response."""

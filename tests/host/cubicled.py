@@ -2,7 +2,6 @@
 directory, and a small client for its REST API (stdlib only)."""
 
 import http.client
-import json
 import os
 import secrets
 import shutil
@@ -14,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "envd"))
 import harness  # noqa: E402
-from harness import Response, wait_until  # noqa: E402,F401
+from harness import Response, http_call, wait_until  # noqa: E402,F401
 
 
 class Cubicled:
@@ -74,19 +73,8 @@ class Cubicled:
 
     def req(self, method, path, body=None, key=True, headers=None, timeout=180):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        h = dict(headers or {})
-        if key is True:
-            h["Authorization"] = "Bearer " + self.admin
-        elif key:
-            h["Authorization"] = "Bearer " + key
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-            h["Content-Type"] = "application/json"
-        conn.request(method, path, body=body, headers=h)
-        r = conn.getresponse()
-        resp = Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
-        conn.close()
-        return resp
+        return http_call(conn, method, path, body, self.admin if key is True else key,
+                         headers)
 
     def ok(self, method, path, body=None, key=True, status=200, **kw):
         r = self.req(method, path, body, key, **kw)

@@ -36,7 +36,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "images"))
-from guest import UnixConnection, IMAGES  # noqa: E402
+from guest import UnixConnection, IMAGES, http_call  # noqa: E402
 from harness import BUILD, Response, wait_until  # noqa: E402
 
 DRIVERTOOL = os.path.join(BUILD, "tests", "drivertool")
@@ -199,16 +199,8 @@ class Computer:
     # -- envd ----------------------------------------------------------------
 
     def request(self, method, path, body=None, timeout=120):
-        conn = UnixConnection(self.sock, timeout=timeout)
-        h = {"Authorization": "Bearer " + self.token}
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-            h["Content-Type"] = "application/json"
-        conn.request(method, path, body=body, headers=h)
-        r = conn.getresponse()
-        resp = Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
-        conn.close()
-        return resp
+        return http_call(UnixConnection(self.sock, timeout=timeout), method, path, body,
+                         self.token)
 
     def health(self):
         return self.request("GET", "/health", timeout=10).json

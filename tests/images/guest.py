@@ -4,13 +4,10 @@ talks to its envd over the unix socket, like the host will.
 Only the Python standard library is used.
 """
 
-import http.client
-import json
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "envd"))
 import harness  # noqa: E402
-from harness import Response, wait_until  # noqa: E402,F401
+from harness import Response, UnixConnection, http_call, wait_until  # noqa: E402,F401
 
 IMAGES = os.environ.get("CUBICLE_IMAGES") or os.path.join(harness.BUILD, "images")
 RUN_GUEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run-guest")
@@ -26,18 +23,6 @@ RUN_GUEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run-guest"
 
 def image_rootfs(name):
     return os.path.join(IMAGES, name, "rootfs")
-
-
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=120):
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.path)
-        self.sock = s
 
 
 class Guest:
@@ -80,18 +65,8 @@ class Guest:
             return ""
 
     def request(self, method, path, body=None, token=True, timeout=120):
-        conn = UnixConnection(self.sock, timeout=timeout)
-        h = {}
-        if token:
-            h["Authorization"] = "Bearer " + (self.token if token is True else token)
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-            h["Content-Type"] = "application/json"
-        conn.request(method, path, body=body, headers=h)
-        r = conn.getresponse()
-        resp = Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
-        conn.close()
-        return resp
+        return http_call(UnixConnection(self.sock, timeout=timeout), method, path, body,
+                         self.token if token is True else token)
 
     def action(self, name, params=None, **kw):
         return self.request("POST", "/v1/actions/" + name,
