@@ -17,6 +17,7 @@ struct core_rt {
 	struct core_rt *next;
 	char id[40], ws[40], kind[16], size[16], state[16];
 	char address[320]; /* envd, "" until started */
+	char vnc[320];	   /* a desktop's RFB socket, "" if none */
 	char token[80];
 	int idle_s;
 	int viewers;	    /* open live streams: they count as activity */

@@ -81,6 +81,17 @@ static struct core_rt *core_rt_add(struct core *c, const struct store_computer *
 	return r;
 }
 
+/* Records where envd and, for a desktop, its RFB server are (lock held). */
+static void core_rt_addresses(struct core *c, struct core_rt *r, const struct driver_computer *dc,
+			      const char *address)
+{
+	snprintf(r->address, sizeof r->address, "%s", address);
+	r->vnc[0] = 0;
+	if (strcmp(r->kind, "desktop") == 0 &&
+	    c->driver->vnc_path(dc, r->vnc, sizeof r->vnc, NULL) < 0)
+		r->vnc[0] = 0;
+}
+
 /* ---- JSON ----------------------------------------------------------------------- */
 
 json_t *core_json_public(const struct store_computer *sc)
@@ -213,7 +224,7 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 		pthread_mutex_lock(&c->lock);
 		struct core_rt *r = core_rt_find(c, sc->id);
 		if (r)
-			snprintf(r->address, sizeof r->address, "%s", address);
+			core_rt_addresses(c, r, &dc, address);
 		pthread_mutex_unlock(&c->lock);
 		rc = core_wait_ready(c, address, sc->envd_token, &de);
 	}
@@ -324,7 +335,7 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
 	if (r)
-		r->address[0] = 0;
+		r->address[0] = r->vnc[0] = 0;
 	pthread_mutex_unlock(&c->lock);
 	return core_set_state(c, sc, "stopped", NULL, e);
 }
@@ -727,8 +738,11 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 		char address[320];
 		if (c->driver->alive(&dc) &&
 		    c->driver->envd_address(&dc, address, sizeof address, NULL) == 0) {
-			if (r)
-				snprintf(r->address, sizeof r->address, "%s", address);
+			if (r) {
+				pthread_mutex_lock(&c->lock);
+				core_rt_addresses(c, r, &dc, address);
+				pthread_mutex_unlock(&c->lock);
+			}
 			if (strcmp(s, "running") != 0) {
 				/* It came up while we were down: bill from now on. */
 				store_usage_switch(c->store, sc->id, sc->workspace, sc->size,

@@ -205,17 +205,10 @@ int core_stream_target(struct core *c, const char *id, const char *ws, int64_t i
 		rc = err_set(e, ERR_FORBIDDEN, "this computer's streams were revoked");
 	else if (strcmp(r->kind, "desktop") != 0)
 		rc = err_set(e, ERR_CONFLICT, "computer %s is a sandbox: it has no screen", id);
-	else if (strcmp(r->state, "running") != 0 || strncmp(r->address, "unix:", 5) != 0)
+	else if (strcmp(r->state, "running") != 0 || !r->vnc[0])
 		rc = err_set(e, ERR_FORBIDDEN, "computer %s is %s, not running", id, r->state);
-	else {
-		/* The driver puts envd's VNC socket next to its HTTP one. */
-		snprintf(path, len, "%s", r->address + 5);
-		char *slash = strrchr(path, '/');
-		if (!slash || (size_t)(slash - path) + sizeof "/vnc.sock" > len)
-			rc = err_set(e, ERR_INTERNAL, "no room for the VNC socket path");
-		else
-			strcpy(slash, "/vnc.sock");
-	}
+	else
+		snprintf(path, len, "%s", r->vnc);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

@@ -472,25 +472,13 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	snprintf(res, sizeof(res), "%dx%d", c->width > 0 ? c->width : 1280,
 		 c->height > 0 ? c->height : 800);
 	/* A sandbox's argv ends at the NULL in place of "--session". */
-	char *argv[] = {"/usr/bin/tini",
-			"-s",
-			"--",
-			"/usr/local/bin/envd",
-			"--listen",
-			"unix:/run/cubicle/envd.sock",
-			"--token-file",
-			"/run/cubicle/token",
-			"--user",
-			"user",
-			desktop ? "--session" : NULL,
-			"desktop",
-			"--resolution",
+	char *argv[] = {"/usr/bin/tini", "-s", "--", "/usr/local/bin/envd", "--listen",
+			"unix:/run/cubicle/envd.sock", "--token-file", "/run/cubicle/token",
+			"--user", "user", desktop ? "--session" : NULL, "desktop", "--resolution",
 			res,
 			/* The live view: cubicled's gateway pipes WebSocket streams
 			 * to this socket (envd's RFB server), next to envd.sock. */
-			"--vnc",
-			"unix:/run/cubicle/vnc.sock",
-			NULL};
+			"--vnc", "unix:/run/cubicle/vnc.sock", NULL};
 	char *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"HOME=/root", "LANG=C.UTF-8", "container=cubicle", NULL};
 	struct boot_plan plan = {
@@ -614,6 +602,14 @@ static int ct_envd_address(const struct driver_computer *c, char *out, size_t le
 	return 0;
 }
 
+static int ct_vnc_path(const struct driver_computer *c, char *out, size_t len, struct err *e)
+{
+	int n = snprintf(out, len, "%s/io/vnc.sock", c->dir);
+	if (n < 0 || (size_t)n >= len)
+		return err_set(e, ERR_INTERNAL, "container: the VNC socket path does not fit");
+	return 0;
+}
+
 static bool ct_available(char *why, size_t len)
 {
 	char path[4096];
@@ -668,4 +664,5 @@ const struct driver_ops driver_container = {
     .destroy = ct_destroy,
     .alive = ct_alive,
     .envd_address = ct_envd_address,
+    .vnc_path = ct_vnc_path,
 };

@@ -21,19 +21,19 @@
 #include "err.h"
 
 struct driver_computer {
-	const char *id;          /* "c-..." : safe in file names */
-	const char *kind;        /* "desktop" | "sandbox" */
-	const char *image_dir;   /* built image: rootfs/, disk.ext4, vmlinuz, initrd.img */
-	const char *dir;         /* the computer's own host directory (exists; the
+	const char *id;		 /* "c-..." : safe in file names */
+	const char *kind;	 /* "desktop" | "sandbox" */
+	const char *image_dir;	 /* built image: rootfs/, disk.ext4, vmlinuz, initrd.img */
+	const char *dir;	 /* the computer's own host directory (exists; the
 				    driver owns what is inside) */
 	const char *session_dir; /* host directory to mount at /session, or NULL */
-	const char *envd_token;  /* the token envd must require (never logged) */
-	int width, height;       /* desktop resolution */
-	int millicpus;           /* CPU quota: 500 = half a CPU, 2000 = two */
-	long long memory_mb;     /* hard memory limit */
-	long long disk_mb;       /* disk quota where the filesystem allows; 0 = none */
-	int pids_max;            /* process limit */
-	json_t *state;           /* the driver's persisted state: an object the core
+	const char *envd_token;	 /* the token envd must require (never logged) */
+	int width, height;	 /* desktop resolution */
+	int millicpus;		 /* CPU quota: 500 = half a CPU, 2000 = two */
+	long long memory_mb;	 /* hard memory limit */
+	long long disk_mb;	 /* disk quota where the filesystem allows; 0 = none */
+	int pids_max;		 /* process limit */
+	json_t *state;		 /* the driver's persisted state: an object the core
 				    owns; the driver reads and updates it in place */
 };
 
@@ -68,11 +68,12 @@ struct driver_ops {
 	 * times, pids get reused). */
 	bool (*alive)(struct driver_computer *c);
 
-	/* Where envd listens: "unix:/path" or "tcp:127.0.0.1:port". A desktop's
-	 * envd also serves RFB on "vnc.sock" in the same directory (the stream
-	 * gateway connects there). */
-	int (*envd_address)(const struct driver_computer *c, char *out, size_t len,
-			    struct err *e);
+	/* Where envd listens: "unix:/path" or "tcp:127.0.0.1:port". */
+	int (*envd_address)(const struct driver_computer *c, char *out, size_t len, struct err *e);
+
+	/* Where a desktop's envd serves RFB (its live view) for the stream
+	 * gateway: a UNIX socket path on the host. */
+	int (*vnc_path)(const struct driver_computer *c, char *out, size_t len, struct err *e);
 };
 
 extern const struct driver_ops driver_container;
