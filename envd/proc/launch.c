@@ -628,32 +628,41 @@ int launch_app(const struct launch_opts *o, pid_t *pid, struct err *e)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	long deadline = ts.tv_sec * 1000L + ts.tv_nsec / 1000000L + LAUNCH_EXEC_TIMEOUT_MS;
-	struct launch_msg m;
-	ssize_t r = launch_read_msg(fds[0], &m, deadline);
-	int rc = 0;
-	if (r != (ssize_t)sizeof m || m.stage != LAUNCH_PID) {
-		rc = err_set(e, ERR_INTERNAL, "cannot start %s: fork: %s", exe,
-			     r == (ssize_t)sizeof m ? strerror(m.err) : "no answer");
-	} else {
-		*pid = m.pid;
+	/* Two writers share the pipe: the intermediate (the pid) and the app
+	 * (only if it fails before exec). Their messages arrive in either
+	 * order; end of file means both are done, and the app has exec'd. */
+	struct launch_msg got = {0, 0, 0}, fail = {0, 0, 0};
+	ssize_t r;
+	for (;;) {
+		struct launch_msg m;
 		r = launch_read_msg(fds[0], &m, deadline);
-		if (r == (ssize_t)sizeof m && m.stage == LAUNCH_EXEC) {
-			rc = err_set(e,
-				     m.err == ENOENT   ? ERR_NOT_FOUND
-				     : m.err == EACCES ? ERR_FORBIDDEN
-						       : ERR_INTERNAL,
-				     "app: cannot run %s: %s", exe, strerror(m.err));
-			if (e)
-				snprintf(e->param, sizeof e->param, "app");
-		} else if (r == (ssize_t)sizeof m && m.stage == LAUNCH_IDENTITY) {
-			rc = err_set(e, ERR_INTERNAL, "cannot switch to uid %u for %s: %s",
-				     (unsigned)o->as.uid, exe, strerror(m.err));
-		} else if (r < 0) {
-			rc = err_set(e, ERR_TIMEOUT, "%s did not start within %d s", exe,
-				     LAUNCH_EXEC_TIMEOUT_MS / 1000);
-		}
-		if (rc < 0)
-			*pid = 0;
+		if (r != (ssize_t)sizeof m)
+			break;
+		if (m.stage == LAUNCH_PID)
+			got = m;
+		else if (!fail.stage)
+			fail = m;
+	}
+	int rc = 0;
+	if (fail.stage == LAUNCH_FORK || (r == 0 && got.stage != LAUNCH_PID)) {
+		rc = err_set(e, ERR_INTERNAL, "cannot start %s: fork: %s", exe,
+			     fail.stage ? strerror(fail.err) : "no answer");
+	} else if (fail.stage == LAUNCH_EXEC) {
+		rc = err_set(e,
+			     fail.err == ENOENT   ? ERR_NOT_FOUND
+			     : fail.err == EACCES ? ERR_FORBIDDEN
+						  : ERR_INTERNAL,
+			     "app: cannot run %s: %s", exe, strerror(fail.err));
+		if (e)
+			snprintf(e->param, sizeof e->param, "app");
+	} else if (fail.stage == LAUNCH_IDENTITY) {
+		rc = err_set(e, ERR_INTERNAL, "cannot switch to uid %u for %s: %s",
+			     (unsigned)o->as.uid, exe, strerror(fail.err));
+	} else if (r < 0) {
+		rc = err_set(e, ERR_TIMEOUT, "%s did not start within %d s", exe,
+			     LAUNCH_EXEC_TIMEOUT_MS / 1000);
+	} else {
+		*pid = got.pid;
 	}
 	close(fds[0]);
 	return rc;
