@@ -2,6 +2,7 @@
  * drvutil: see drvutil.h.
  */
 #include "drvutil.h"
+#include "container-boot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,4 +108,38 @@ int drv_rm_contents(const char *dir)
 	if (stat(dir, &st) < 0)
 		return errno == ENOENT ? 0 : -1;
 	return nftw(dir, drv_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+int drv_check_computer(const struct driver_computer *c, const char *who, struct err *e)
+{
+	if (!c->id || !c->id[0] || strchr(c->id, '/') || strcmp(c->id, ".") == 0 ||
+	    strcmp(c->id, "..") == 0)
+		return err_set(e, ERR_INVALID, "%s: the computer id must be a file name", who);
+	if (!c->dir || c->dir[0] != '/')
+		return err_set(e, ERR_INVALID, "%s: the computer directory must be absolute", who);
+	if (!c->image_dir || !c->image_dir[0])
+		return err_set(e, ERR_INVALID, "%s: no image directory given", who);
+	if (!c->state || !json_is_object(c->state))
+		return err_set(e, ERR_INTERNAL, "%s: the computer has no state object", who);
+	return 0;
+}
+
+bool drv_wait_gone(pid_t pid, unsigned long long start, int timeout_ms)
+{
+	long long deadline = drv_now_ms() + timeout_ms;
+	for (;;) {
+		unsigned long long s;
+		char st;
+		if (container_proc_stat(pid, &s, &st) < 0 || s != start)
+			return true;
+		if (st == 'Z' || st == 'X') {
+			/* Only this very process: the pid is ours to reap only
+			 * while it still has the recorded start time. */
+			waitpid(pid, NULL, WNOHANG);
+			return true;
+		}
+		if (drv_now_ms() >= deadline)
+			return false;
+		drv_sleep_ms(10);
+	}
 }

@@ -5,8 +5,12 @@
 #ifndef CUBICLE_DRVUTIL_H
 #define CUBICLE_DRVUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <jansson.h>
+
+#include "driver.h"
 
 void drv_sleep_ms(int ms);
 long long drv_now_ms(void); /* CLOCK_MONOTONIC */
@@ -28,5 +32,14 @@ void drv_log_tail(const char *path, char *out, size_t len);
 /* Removes everything inside dir (not dir itself), never following a
  * symlink or crossing a mount; 0, or -1 with errno. */
 int drv_rm_contents(const char *dir);
+
+/* The checks every driver call starts with: a file-name id, an absolute
+ * directory, an image, a state object. `who` prefixes the message. */
+int drv_check_computer(const struct driver_computer *c, const char *who, struct err *e);
+
+/* Waits until the process pid that started at `start` is gone; reaps it
+ * when it is our child (cubicled is a subreaper, so it inherits detached
+ * computers when their middle child exits). */
+bool drv_wait_gone(pid_t pid, unsigned long long start, int timeout_ms);
 
 #endif

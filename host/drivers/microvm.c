@@ -82,16 +82,7 @@ static int vm_path(const struct driver_computer *c, const char *name, char *out,
 
 static int vm_check_computer(const struct driver_computer *c, struct err *e)
 {
-	if (!c->id || !c->id[0] || strchr(c->id, '/') || strcmp(c->id, ".") == 0 ||
-	    strcmp(c->id, "..") == 0)
-		return err_set(e, ERR_INVALID, "vm: the computer id must be a file name");
-	if (!c->dir || c->dir[0] != '/')
-		return err_set(e, ERR_INVALID, "vm: the computer directory must be absolute");
-	if (!c->image_dir || !c->image_dir[0])
-		return err_set(e, ERR_INVALID, "vm: no image directory given");
-	if (!c->state || !json_is_object(c->state))
-		return err_set(e, ERR_INTERNAL, "vm: the computer has no state object");
-	return 0;
+	return drv_check_computer(c, "vm", e);
 }
 
 static bool vm_qemu_alive(const struct driver_computer *c)
@@ -232,26 +223,6 @@ static int vm_create(struct driver_computer *c, struct err *e)
 
 /* ---- stopping QEMU ---------------------------------------------------------------- */
 
-/* Waits until the recorded process is gone; reaps it when it is our child
- * (cubicled is a subreaper, so it inherits QEMU when the middle child exits). */
-static bool vm_wait_gone(pid_t pid, unsigned long long start, int timeout_ms)
-{
-	long long deadline = drv_now_ms() + timeout_ms;
-	for (;;) {
-		unsigned long long s;
-		char st;
-		if (container_proc_stat(pid, &s, &st) < 0 || s != start)
-			return true;
-		if (st == 'Z' || st == 'X') {
-			waitpid(pid, NULL, WNOHANG);
-			return true;
-		}
-		if (drv_now_ms() >= deadline)
-			return false;
-		drv_sleep_ms(10);
-	}
-}
-
 static int vm_cgroups(const struct driver_computer *c, struct cgroup_set *s, struct err *e)
 {
 	json_t *j = json_object_get(c->state, "cgroups");
@@ -268,11 +239,11 @@ static int vm_halt(struct driver_computer *c, struct err *e)
 	unsigned long long start = (unsigned long long)drv_state_int(c->state, "qemu_start", -1);
 	if (pid > 0 && container_proc_alive(pid, start)) {
 		kill(pid, SIGKILL);
-		if (!vm_wait_gone(pid, start, 5000))
+		if (!drv_wait_gone(pid, start, 5000))
 			return err_set(e, ERR_INTERNAL, "vm: QEMU (pid %d) survived SIGKILL",
 				       (int)pid);
 	} else if (pid > 0) {
-		vm_wait_gone(pid, start, 0); /* reap a zombie */
+		drv_wait_gone(pid, start, 0); /* reap a zombie */
 	}
 	struct cgroup_set cg;
 	if (vm_cgroups(c, &cg, NULL) == 0 && cgroup_remove(&cg, e) < 0)
@@ -798,7 +769,7 @@ static int vm_stop(struct driver_computer *c, struct err *e)
 					c->id, drv_now_ms() - t0);
 			qmp_cmd(&q, "quit", NULL, -1, NULL, NULL);
 			qmp_close(&q);
-			vm_wait_gone((pid_t)drv_state_int(c->state, "qemu_pid", 0),
+			drv_wait_gone((pid_t)drv_state_int(c->state, "qemu_pid", 0),
 				     (unsigned long long)drv_state_int(c->state, "qemu_start", -1),
 				     VM_QUIT_TIMEOUT);
 		}
