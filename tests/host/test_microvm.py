@@ -129,6 +129,14 @@ class Sandbox(unittest.TestCase):
             self.assertIn("restored from its snapshot", srv.read_log())
             self.assertFalse(os.path.exists(os.path.join(vm_dir(cid), "snapshot")))
 
+        with self.subTest("cubicled killed and restarted: the VM is adopted"):
+            pids = qemu_pids(cid)
+            srv.kill9()
+            srv.restart()
+            self.assertEqual(qemu_pids(cid), pids)
+            self.assertEqual(bash(cid, "cat /home/user/note")["stdout"], "kept\n")
+            self.assertIn("adopted " + cid, srv.read_log())
+
         with self.subTest("QEMU killed from outside: error with a reason"):
             pids = qemu_pids(cid)
             self.assertEqual(len(pids), 1)
