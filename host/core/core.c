@@ -502,7 +502,8 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 		iso = c->default_vm ? 1 : 0;
 	const char *why = iso == 1 ? c->vm_why : c->container_why;
 	if (why[0])
-		return err_param(e, "isolation", "isolation: '%s' is not available on this host: %s",
+		return err_param(e, "isolation",
+				 "isolation: '%s' is not available on this host: %s",
 				 isolations[iso], why);
 	snprintf(sc.isolation, sizeof sc.isolation, "%s", isolations[iso]);
 	const char *wsp = NULL;
@@ -563,7 +564,8 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	}
 	if (core_check_limit(c, sc.workspace, e) < 0)
 		goto fail;
-	if (strcmp(sc.kind, "desktop") == 0) {
+	/* The pool's desktops have the default isolation. */
+	if (strcmp(sc.kind, "desktop") == 0 && (iso == 1) == c->default_vm) {
 		int claimed = pool_claim(c, sc.workspace, sc.size, params, out, e);
 		if (claimed != 0) {
 			store_computer_clear(&sc);

@@ -191,7 +191,8 @@ static int ct_cgroups(const struct driver_computer *c, struct cgroup_set *s, str
 static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
 {
 	pid_t init = (pid_t)drv_state_int(c->state, "init_pid", 0);
-	unsigned long long init_start = (unsigned long long)drv_state_int(c->state, "init_start", -1);
+	unsigned long long init_start =
+	    (unsigned long long)drv_state_int(c->state, "init_start", -1);
 	if (init > 0 && container_proc_alive(init, init_start)) {
 		if (grace_ms > 0) {
 			kill(init, SIGTERM);
@@ -209,7 +210,8 @@ static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
 	ct_signal(c, "slirp_pid", "slirp_start", SIGKILL);
 	pid_t slirp = (pid_t)drv_state_int(c->state, "slirp_pid", 0);
 	if (slirp > 0)
-		drv_wait_gone(slirp, (unsigned long long)drv_state_int(c->state, "slirp_start", -1), 5000);
+		drv_wait_gone(slirp, (unsigned long long)drv_state_int(c->state, "slirp_start", -1),
+			      5000);
 
 	struct cgroup_set cg;
 	struct err ce;

@@ -15,11 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROBE_EXITS	   2000
-#define PROBE_SEGMENTS	   9 /* 64 KiB each */
-#define PROBE_MAX_PAGE_US  50
-#define PROBE_MAX_EXIT_US  50
-#define PROBE_TIMEOUT_S	   2
+#define PROBE_EXITS	  2000
+#define PROBE_SEGMENTS	  9 /* 64 KiB each */
+#define PROBE_MAX_PAGE_US 50
+#define PROBE_MAX_EXIT_US 50
+#define PROBE_TIMEOUT_S	  2
 
 /* Whether /proc/cpuinfo's flags name vmx or svm. */
 static bool kp_cpu_has_virt(void)
@@ -54,8 +54,8 @@ static int kp_time(int kvm, long out[2])
 {
 	size_t size = 1 << 20;
 	int vm = ioctl(kvm, KVM_CREATE_VM, 0);
-	unsigned char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-				  -1, 0);
+	unsigned char *mem =
+	    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (vm < 0 || mem == MAP_FAILED)
 		return -1;
 	unsigned char *p = mem + 0x1000;
@@ -68,13 +68,14 @@ static int kp_time(int kvm, long out[2])
 		memcpy(p, fill, sizeof fill);
 		p += sizeof fill;
 	}
-	const unsigned char tail[] = {0xb9, PROBE_EXITS & 0xff, PROBE_EXITS >> 8, /* mov cx */
-				      0xe6, 0x10,				  /* out 0x10,al */
-				      0xe2, 0xfc,				  /* loop */
-				      0xf4};					  /* hlt */
+	/* mov cx,PROBE_EXITS; out 0x10,al; loop (back to the out); hlt */
+	const unsigned char tail[] = {
+	    0xb9, PROBE_EXITS & 0xff, PROBE_EXITS >> 8, 0xe6, 0x10, 0xe2, 0xfc, 0xf4};
 	memcpy(p, tail, sizeof tail);
-	struct kvm_userspace_memory_region r = {
-	    .slot = 0, .guest_phys_addr = 0, .memory_size = size, .userspace_addr = (unsigned long)mem};
+	struct kvm_userspace_memory_region r = {.slot = 0,
+						.guest_phys_addr = 0,
+						.memory_size = size,
+						.userspace_addr = (unsigned long)mem};
 	int cpu = -1;
 	long msize = -1;
 	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &r) < 0 ||
@@ -143,8 +144,7 @@ bool kvmprobe_run(char *why, size_t len)
 	bool ok = false;
 	int api = ioctl(kvm, KVM_GET_API_VERSION, 0);
 	if (api != KVM_API_VERSION) {
-		snprintf(why, len, "/dev/kvm answers API version %d, not %d", api,
-			 KVM_API_VERSION);
+		snprintf(why, len, "/dev/kvm answers API version %d, not %d", api, KVM_API_VERSION);
 	} else if (!kp_cpu_has_virt()) {
 		snprintf(why, len,
 			 "/dev/kvm is there but the CPU shows no vmx/svm: a paravirtual KVM "

@@ -57,15 +57,15 @@
 #include "qmp.h"
 #include "uidrange.h"
 
-#define VM_QEMU		    "qemu-system-x86_64"
-#define VM_QEMU_IMG	    "qemu-img"
-#define VM_ENVD_PORT	    7777
-#define VM_BOOT_TIMEOUT	    120000 /* ms until envd answers after a cold boot */
-#define VM_QMP_TIMEOUT	    15000  /* ms for QEMU to answer a command */
-#define VM_SAVE_TIMEOUT	    60000  /* ms for a snapshot to be written or read */
-#define VM_QUIT_TIMEOUT	    5000   /* ms between quit and SIGKILL */
-#define VM_MEM_HEADROOM_MB  384	   /* QEMU's own memory: TCG's code cache, slirp, I/O */
-#define VM_TCG_TB_MB	    128	   /* TCG translation cache (QEMU's default is 1 GiB) */
+#define VM_QEMU		   "qemu-system-x86_64"
+#define VM_QEMU_IMG	   "qemu-img"
+#define VM_ENVD_PORT	   7777
+#define VM_BOOT_TIMEOUT	   120000 /* ms until envd answers after a cold boot */
+#define VM_QMP_TIMEOUT	   15000  /* ms for QEMU to answer a command */
+#define VM_SAVE_TIMEOUT	   60000  /* ms for a snapshot to be written or read */
+#define VM_QUIT_TIMEOUT	   5000	  /* ms between quit and SIGKILL */
+#define VM_MEM_HEADROOM_MB 384	  /* QEMU's own memory: TCG's code cache, slirp, I/O */
+#define VM_TCG_TB_MB	   128	  /* TCG translation cache (QEMU's default is 1 GiB) */
 
 /* ---- paths and state -------------------------------------------------------------- */
 
@@ -132,7 +132,8 @@ static int vm_run(char *const argv[], const char *errfile, struct err *e)
 	if (pid < 0)
 		return err_set(e, ERR_INTERNAL, "vm: fork: %s", strerror(errno));
 	if (pid == 0) {
-		int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		unlink(errfile);
+		int fd = open(errfile, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (fd >= 0)
 			dup2(fd, 2);
@@ -206,16 +207,20 @@ static int vm_create(struct driver_computer *c, struct err *e)
 		return err_set(e, ERR_UNAVAILABLE, "vm: cannot set up %s: %s", dir,
 			       strerror(errno));
 	snprintf(disk, sizeof disk, "%s/disk.qcow2", dir);
-	if (access(disk, F_OK) == 0)
+	struct stat st;
+	if (lstat(disk, &st) == 0) {
+		if (!S_ISREG(st.st_mode))
+			return err_set(e, ERR_UNAVAILABLE, "vm: %s is not a file", disk);
 		return 0;
+	}
 	snprintf(base, sizeof base, "%s/disk.ext4", image);
 	snprintf(log, sizeof log, "%s/qemu-img.log", dir);
-	char *argv[] = {VM_QEMU_IMG, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", base,
-			disk, NULL};
+	char *argv[] = {VM_QEMU_IMG, "create", "-q", "-f", "qcow2", "-F",
+			"raw",	     "-b",     base, disk, NULL};
 	if (vm_run(argv, log, e) < 0)
 		return -1;
 	unlink(log);
-	if (chown(disk, uid, uid) < 0)
+	if (lchown(disk, uid, uid) < 0)
 		return err_set(e, ERR_UNAVAILABLE, "vm: cannot chown %s: %s", disk,
 			       strerror(errno));
 	return 0;
@@ -297,8 +302,7 @@ static long vm_tsc_khz(void)
 }
 
 /* vm/qemu.conf: the machine, kernel and command line (with the token). */
-static int vm_write_conf(struct driver_computer *c, const char *image, unsigned uid,
-			 struct err *e)
+static int vm_write_conf(struct driver_computer *c, const char *image, unsigned uid, struct err *e)
 {
 	if (!c->envd_token || strlen(c->envd_token) < 16 ||
 	    strspn(c->envd_token, "0123456789abcdefABCDEF_-") != strlen(c->envd_token))
@@ -327,7 +331,7 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 		"  x-option-roms = \"off\"\n"
 		"  pit = \"off\"\n"
 		"  pic = \"off\"\n"
-		"  rtc = \"off\"\n"
+		"  rtc = \"on\"\n" /* the wall clock at boot: TCG has no kvmclock */
 		"  isa-serial = \"on\"\n"
 		"  memory-backend = \"mem\"\n"
 		"  kernel = \"%s/vmlinuz\"\n"
@@ -344,13 +348,13 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 
 /* Creates an empty file owned by uid (QEMU's logs: it could not truncate
  * a file root left). */
-static int vm_touch(const struct driver_computer *c, const char *name, unsigned uid,
-		    struct err *e)
+static int vm_touch(const struct driver_computer *c, const char *name, unsigned uid, struct err *e)
 {
 	char path[4200];
 	if (vm_path(c, name, path, sizeof path, e) < 0)
 		return -1;
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	unlink(path); /* never open what QEMU's uid may have linked there */
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || fchown(fd, uid, uid) < 0) {
 		int saved = errno;
 		if (fd >= 0)
@@ -382,8 +386,9 @@ static void vm_build_argv(const struct driver_computer *c, struct vm_args *a, co
 	long long mem = c->memory_mb > 0 ? c->memory_mb : 512;
 	a->n = 0;
 	vm_arg(a, (char *)qemu);
-	static char *const fixed[] = {"-nodefaults", "-no-user-config", "-readconfig",
-				      "qemu.conf", "-display", "none", "-no-reboot", NULL};
+	static char *const fixed[] = {
+	    "-nodefaults", "-no-user-config", "-readconfig", "qemu.conf", "-display",
+	    "none",	   "-no-reboot",      NULL};
 	for (int i = 0; fixed[i]; i++)
 		vm_arg(a, fixed[i]);
 	vm_arg(a, "-accel");
@@ -432,7 +437,8 @@ static int vm_spawn(struct driver_computer *c, const struct cgroup_set *cg, char
 		    unsigned uid, bool kvm, pid_t *out_pid, struct err *e)
 {
 	char dir[4096], log[4200];
-	if (vm_path(c, "", dir, sizeof dir, e) < 0 || vm_path(c, "qemu.log", log, sizeof log, e) < 0)
+	if (vm_path(c, "", dir, sizeof dir, e) < 0 ||
+	    vm_path(c, "qemu.log", log, sizeof log, e) < 0)
 		return -1;
 	gid_t groups[1];
 	int ngroups = 0;
@@ -498,9 +504,9 @@ static int vm_spawn(struct driver_computer *c, const struct cgroup_set *cg, char
 }
 
 /* Polls a QMP query until `done` says so, up to timeout_ms. */
-static int vm_wait_status(struct qmp *q, const char *query, const char *key,
-			  const char *const ok[], const char *const bad[], int timeout_ms,
-			  char *last, size_t lastlen, struct err *e)
+static int vm_wait_status(struct qmp *q, const char *query, const char *key, const char *const ok[],
+			  const char *const bad[], int timeout_ms, char *last, size_t lastlen,
+			  struct err *e)
 {
 	long long deadline = drv_now_ms() + timeout_ms;
 	for (;;) {
@@ -517,8 +523,8 @@ static int vm_wait_status(struct qmp *q, const char *query, const char *key,
 				return 0;
 		for (int i = 0; bad[i]; i++)
 			if (strcmp(last, bad[i]) == 0)
-				return err_set(e, ERR_UNAVAILABLE, "vm: %s says %s%s%s", query, last,
-					       why[0] ? ": " : "", why);
+				return err_set(e, ERR_UNAVAILABLE, "vm: %s says %s%s%s", query,
+					       last, why[0] ? ": " : "", why);
 		if (drv_now_ms() >= deadline)
 			return err_set(e, ERR_TIMEOUT, "vm: %s still says %s after %d s", query,
 				       last, timeout_ms / 1000);
@@ -545,19 +551,25 @@ static int vm_restore(struct driver_computer *c, struct err *e)
 	int fd = open(snap, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	static const char *const ok[] = {"paused", "running", "postmigrate", NULL};
 	static const char *const bad[] = {"internal-error", "shutdown", "guest-panicked", NULL};
-	int rc = fd < 0 ? err_set(e, ERR_UNAVAILABLE, "vm: cannot open %s: %s", snap,
-				  strerror(errno))
-			: 0;
+	struct stat st;
+	int rc = fd < 0
+		     ? err_set(e, ERR_UNAVAILABLE, "vm: cannot open %s: %s", snap, strerror(errno))
+		     : 0;
+	/* Only what vm_save wrote (root's, one link, a file): QEMU's uid owns
+	 * vm/ and could have put a hard link to a host file there. */
+	if (rc == 0 &&
+	    (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || st.st_nlink != 1))
+		rc = err_set(e, ERR_UNAVAILABLE, "vm: %s is not the snapshot cubicled wrote", snap);
 	if (rc == 0)
 		rc = qmp_cmd(&q, "migrate-set-capabilities", vm_ignore_shared(), -1, NULL, e);
 	if (rc == 0)
 		rc = qmp_cmd(&q, "getfd", json_pack("{s:s}", "fdname", "snap"), fd, NULL, e);
 	if (rc == 0)
-		rc = qmp_cmd(&q, "migrate-incoming", json_pack("{s:s}", "uri", "fd:snap"), -1,
-			     NULL, e);
+		rc = qmp_cmd(&q, "migrate-incoming", json_pack("{s:s}", "uri", "fd:snap"), -1, NULL,
+			     e);
 	if (rc == 0)
-		rc = vm_wait_status(&q, "query-status", "status", ok, bad, VM_SAVE_TIMEOUT,
-				    status, sizeof status, e);
+		rc = vm_wait_status(&q, "query-status", "status", ok, bad, VM_SAVE_TIMEOUT, status,
+				    sizeof status, e);
 	if (rc == 0) {
 		/* A failed load leaves "inmigrate" → ends in bad states or times out;
 		 * a good one leaves it paused (-incoming defer) until cont. */
@@ -695,7 +707,8 @@ static int vm_start(struct driver_computer *c, struct err *e)
 			return 0;
 		}
 		unlink(snap);
-		snprintf(boot, sizeof boot, "cold: the snapshot did not restore: %.300s", re.message);
+		snprintf(boot, sizeof boot, "cold: the snapshot did not restore: %.300s",
+			 re.message);
 		t0 = drv_now_ms();
 	}
 	fprintf(stderr, "cubicled: %s: vm: %s boot (%s)\n", c->id, vm_use_kvm() ? "kvm" : "tcg",
@@ -731,7 +744,10 @@ static int vm_save(struct driver_computer *c, struct qmp *q, struct err *e)
 	if (qmp_cmd(q, "stop", NULL, -1, NULL, e) < 0 ||
 	    qmp_cmd(q, "migrate-set-capabilities", vm_ignore_shared(), -1, NULL, e) < 0)
 		return -1;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* vm/ belongs to QEMU's uid: never open what it may have put there
+	 * (a link to a host file) for writing. */
+	unlink(tmp);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return err_set(e, ERR_UNAVAILABLE, "vm: cannot create %s: %s", tmp,
 			       strerror(errno));
@@ -741,8 +757,8 @@ static int vm_save(struct driver_computer *c, struct qmp *q, struct err *e)
 	if (rc == 0)
 		rc = qmp_cmd(q, "migrate", json_pack("{s:s}", "uri", "fd:snap"), -1, NULL, e);
 	if (rc == 0)
-		rc = vm_wait_status(q, "query-migrate", "status", ok, bad, VM_SAVE_TIMEOUT,
-				    status, sizeof status, e);
+		rc = vm_wait_status(q, "query-migrate", "status", ok, bad, VM_SAVE_TIMEOUT, status,
+				    sizeof status, e);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = err_set(e, ERR_UNAVAILABLE, "vm: cannot write %s: %s", tmp, strerror(errno));
 	close(fd);
@@ -770,8 +786,8 @@ static int vm_stop(struct driver_computer *c, struct err *e)
 			qmp_cmd(&q, "quit", NULL, -1, NULL, NULL);
 			qmp_close(&q);
 			drv_wait_gone((pid_t)drv_state_int(c->state, "qemu_pid", 0),
-				     (unsigned long long)drv_state_int(c->state, "qemu_start", -1),
-				     VM_QUIT_TIMEOUT);
+				      (unsigned long long)drv_state_int(c->state, "qemu_start", -1),
+				      VM_QUIT_TIMEOUT);
 		}
 		if (se.code)
 			fprintf(stderr,
@@ -839,8 +855,9 @@ static bool vm_available(char *why, size_t len)
 	}
 	if (drv_find_exe(VM_QEMU, path, sizeof path) < 0 ||
 	    drv_find_exe(VM_QEMU_IMG, path, sizeof path) < 0) {
-		snprintf(why, len, "QEMU is not installed (apt-get install qemu-system-x86 "
-				   "qemu-utils)");
+		snprintf(why, len,
+			 "QEMU is not installed (apt-get install qemu-system-x86 "
+			 "qemu-utils)");
 		return false;
 	}
 	if (cgroup_locate("probe", &cg, &e) < 0) {

@@ -86,13 +86,11 @@ static int qmp_send(struct qmp *q, const char *text, int pass_fd, struct err *e)
 	/* One sendmsg: the command is a few hundred bytes, far below the
 	 * socket buffer, and the fd must travel with its first byte. */
 	if (sendmsg(q->fd, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
-		return err_set(e, ERR_UNAVAILABLE, "qmp: cannot send to QEMU: %s",
-			       strerror(errno));
+		return err_set(e, ERR_UNAVAILABLE, "qmp: cannot send to QEMU: %s", strerror(errno));
 	return 0;
 }
 
-int qmp_cmd(struct qmp *q, const char *name, json_t *args, int pass_fd, json_t **ret,
-	    struct err *e)
+int qmp_cmd(struct qmp *q, const char *name, json_t *args, int pass_fd, json_t **ret, struct err *e)
 {
 	json_t *cmd = json_pack("{s:s}", "execute", name);
 	if (args)

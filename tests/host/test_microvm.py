@@ -89,6 +89,10 @@ class Sandbox(unittest.TestCase):
             srv.ok("PUT", path, data, key=key)
             self.assertEqual(srv.req("GET", path, key=key).body, data)
 
+        with self.subTest("the guest's clock is the host's"):
+            guest = int(bash(cid, "date +%s")["stdout"])
+            self.assertLess(abs(guest - time.time()), 120)
+
         with self.subTest("the token is not on QEMU's command line nor in the guest's"):
             token_free = bash(cid, "cat /proc/cmdline")["stdout"]
             self.assertIn("cubicle.token=-", token_free)
@@ -198,7 +202,19 @@ class Desktop(unittest.TestCase):
         png = Png(r.body)
         strip = {png.pixel(x, y) for y in range(0, 24, 2) for x in range(0, 1280, 4)}
         self.assertGreater(len(strip), 8, "the panel strip looks blank")
-        srv.ok("DELETE", "/v1/computers/" + c["id"], key=key)
+        # A window and the clipboard survive stop/start (the snapshot).
+        cid = c["id"]
+        w = srv.act(cid, "launch", {"app": "xfce4-terminal", "wait_s": 120}, key=key)["window"]
+        self.assertIsNotNone(w)
+        srv.act(cid, "set_clipboard", {"text": "kept across stop"}, key=key)
+        srv.ok("POST", "/v1/computers/%s/stop" % cid, key=key)
+        t = time.monotonic()
+        srv.ok("POST", "/v1/computers/%s/start" % cid, key=key)
+        print("desktop vm: restored in %.1f s" % (time.monotonic() - t), file=sys.stderr)
+        ids = [x["id"] for x in srv.act(cid, "windows", {}, key=key)["windows"]]
+        self.assertIn(w["id"], ids)
+        self.assertEqual(srv.act(cid, "get_clipboard", {}, key=key)["text"], "kept across stop")
+        srv.ok("DELETE", "/v1/computers/" + cid, key=key)
 
 
 if __name__ == "__main__":
