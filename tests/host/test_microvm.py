@@ -204,7 +204,7 @@ class Desktop(unittest.TestCase):
         self.assertGreater(len(strip), 8, "the panel strip looks blank")
         # A window and the clipboard survive stop/start (the snapshot).
         cid = c["id"]
-        w = srv.act(cid, "launch", {"app": "xfce4-terminal", "wait_s": 120}, key=key)["window"]
+        w = srv.act(cid, "launch", {"app": "xfce4-terminal", "wait_s": 60}, key=key)["window"]
         self.assertIsNotNone(w)
         srv.act(cid, "set_clipboard", {"text": "kept across stop"}, key=key)
         srv.ok("POST", "/v1/computers/%s/stop" % cid, key=key)
