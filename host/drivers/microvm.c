@@ -47,7 +47,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -591,28 +593,55 @@ static int vm_restore(struct driver_computer *c, struct err *e)
 }
 
 /*
- * Whether envd answers HTTP at 127.0.0.1:port. User networking accepts on
- * the host side before the guest listens (and then resets), so a connect
- * alone proves nothing: this sends a request and wants a status line.
+ * Sends one HTTP/1.0 request to envd at 127.0.0.1:port and returns the
+ * status of the answer, or -1 when none came within a second.
  */
-static bool vm_envd_answers(int port)
+static int vm_http(int port, const char *req)
 {
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
-		return false;
+		return -1;
 	struct timeval tv = {1, 0};
 	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	struct sockaddr_in a = {.sin_family = AF_INET,
 				.sin_port = htons((uint16_t)port),
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	static const char req[] = "GET /health HTTP/1.0\r\n\r\n";
 	char buf[16] = "";
-	bool ok = connect(s, (struct sockaddr *)&a, sizeof a) == 0 &&
-		  send(s, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof req - 1) &&
-		  recv(s, buf, 5, MSG_WAITALL) == 5 && memcmp(buf, "HTTP/", 5) == 0;
+	size_t len = strlen(req);
+	int status = -1;
+	if (connect(s, (struct sockaddr *)&a, sizeof a) == 0 &&
+	    send(s, req, len, MSG_NOSIGNAL) == (ssize_t)len &&
+	    recv(s, buf, 12, MSG_WAITALL) == 12 && memcmp(buf, "HTTP/1.", 7) == 0)
+		status = atoi(buf + 9);
 	close(s);
-	return ok;
+	return status;
+}
+
+/* Whether envd answers. User networking accepts on the host side before
+ * the guest listens (and then resets), so a connect alone proves nothing:
+ * any HTTP status line does (401 included). */
+static bool vm_envd_answers(int port)
+{
+	return vm_http(port, "GET /health HTTP/1.0\r\n\r\n") > 0;
+}
+
+/* Sets the guest's wall clock to the host's: it stood still while the
+ * computer was stopped (Linux does not read the RTC again on resume). */
+static int vm_set_clock(const struct driver_computer *c, int port, struct err *e)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	char req[512];
+	snprintf(req, sizeof req,
+		 "POST /v1/clock?unix_ms=%lld HTTP/1.0\r\nAuthorization: Bearer %s\r\n"
+		 "Content-Length: 0\r\n\r\n",
+		 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000, c->envd_token);
+	int status = vm_http(port, req);
+	if (status != 200)
+		return err_set(e, ERR_UNAVAILABLE, "vm: envd did not set the clock (HTTP %d)",
+			       status);
+	return 0;
 }
 
 static int vm_wait_envd(struct driver_computer *c, int port, long long deadline, struct err *e)
@@ -679,6 +708,12 @@ static int vm_boot(struct driver_computer *c, const char *image, bool restore, s
 		rc = vm_restore(c, e);
 	if (rc == 0)
 		rc = vm_wait_envd(c, port, deadline, e);
+	if (rc == 0 && restore) {
+		struct err ce = {0};
+		if (vm_set_clock(c, port, &ce) < 0)
+			fprintf(stderr, "cubicled: %s: %s; its clock is behind\n", c->id,
+				ce.message);
+	}
 	if (rc < 0)
 		vm_halt(c, NULL);
 	return rc;

@@ -6,15 +6,18 @@ CUBICLE_TEST_VM_DESKTOP=1 also boots the desktop image in a microVM (slow
 under TCG; CI does not set it)."""
 
 import glob
+import http.client
+import json
 import os
 import shutil
 import signal
+import sqlite3
 import sys
 import tempfile
 import time
 import unittest
 
-from cubicled import Cubicled, wait_until
+from cubicled import Cubicled, http_call, wait_until
 
 srv = None
 key = None
@@ -55,6 +58,15 @@ def qemu_pids(cid):
         except OSError:
             pass
     return pids
+
+
+def envd_of(cid):
+    """The forwarded port and the token of a VM's envd (from the store)."""
+    db = sqlite3.connect(os.path.join(srv.state, "cubicle.db"))
+    token, state = db.execute("SELECT envd_token, driver_state FROM computers WHERE id=?",
+                              (cid,)).fetchone()
+    db.close()
+    return json.loads(state)["port"], token
 
 
 def read(path):
@@ -118,6 +130,15 @@ class Sandbox(unittest.TestCase):
             self.assertEqual(len(pids), 1, pids)
             self.assertNotEqual(os.stat("/proc/%d" % pids[0]).st_uid, 0)  # QEMU is not root
 
+        with self.subTest("envd's clock endpoint: the host's token only"):
+            port, token = envd_of(cid)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            r = http_call(conn, "POST", "/v1/clock?unix_ms=1609459200000", None, "x" * 48)
+            self.assertEqual(r.status, 401)
+            r = http_call(conn, "POST", "/v1/clock?unix_ms=1609459200000", None, token)
+            self.assertEqual(r.status, 200, r.body)
+            self.assertEqual(bash(cid, "date -u +%Y")["stdout"], "2021\n")
+
         with self.subTest("stop saves a snapshot; start restores files and processes"):
             bash(cid, "echo kept > /home/user/note; "
                  "setsid sleep 4242 </dev/null >/dev/null 2>&1 & echo $! > /tmp/sleep.pid")
@@ -131,6 +152,8 @@ class Sandbox(unittest.TestCase):
             out = bash(cid, "cat /home/user/note; pgrep -x sleep; cat /tmp/sleep.pid")
             self.assertEqual(out["stdout"].split(), ["kept", before, before])
             self.assertIn("restored from its snapshot", srv.read_log())
+            # The restore set the clock (set back to 2021 above) to the host's.
+            self.assertLess(abs(int(bash(cid, "date +%s")["stdout"]) - time.time()), 60)
             self.assertFalse(os.path.exists(os.path.join(vm_dir(cid), "snapshot")))
 
         with self.subTest("cubicled killed and restarted: the VM is adopted"):
