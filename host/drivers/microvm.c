@@ -754,7 +754,7 @@ static int vm_start(struct driver_computer *c, struct err *e)
 		char qlog[4200], tail[200];
 		vm_path(c, "qemu.log", qlog, sizeof qlog, NULL);
 		drv_log_tail(qlog, tail, sizeof tail);
-		if (!strstr(tail, "hostfwd") || vm_boot(c, image, false, e) < 0) {
+		if (!strstr(tail, "host forwarding") || vm_boot(c, image, false, e) < 0) {
 			if (e && !e->code)
 				*e = first;
 			return -1;
