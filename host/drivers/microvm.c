@@ -424,6 +424,17 @@ static void vm_build_argv(const struct driver_computer *c, struct vm_args *a, co
 	vm_arg(a, "unix:qmp.sock,server=on,wait=off");
 	vm_arg(a, "-sandbox");
 	vm_arg(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+	if (c->kind && strcmp(c->kind, "desktop") == 0) {
+		/* The live view: envd serves RFB on this port, whose host end is
+		 * vm/vnc.sock (see vm_vnc_path). */
+		static char *const vnc[] = {
+		    "-device",	"virtio-serial-device,max_ports=2",
+		    "-chardev", "socket,id=vnc,path=vnc.sock,server=on,wait=off",
+		    "-device",	"virtserialport,chardev=vnc,name=cubicle.vnc",
+		    NULL};
+		for (int i = 0; vnc[i]; i++)
+			vm_arg(a, vnc[i]);
+	}
 	if (incoming) {
 		vm_arg(a, "-incoming");
 		vm_arg(a, "defer");
@@ -871,12 +882,13 @@ static int vm_envd_address(const struct driver_computer *c, char *out, size_t le
 	return 0;
 }
 
+/* The host end of the guest's "cubicle.vnc" virtio-serial port: envd serves
+ * RFB there, one viewer at a time (see host/README.md). */
 static int vm_vnc_path(const struct driver_computer *c, char *out, size_t len, struct err *e)
 {
-	(void)c;
-	(void)out;
-	(void)len;
-	return err_set(e, ERR_CONFLICT, "vm: the live view of a microVM desktop is not there yet");
+	if (!c->kind || strcmp(c->kind, "desktop") != 0)
+		return err_set(e, ERR_CONFLICT, "vm: a sandbox has no display to view");
+	return vm_path(c, "vnc.sock", out, len, e);
 }
 
 static bool vm_available(char *why, size_t len)

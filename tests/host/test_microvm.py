@@ -60,6 +60,17 @@ def qemu_pids(cid):
     return pids
 
 
+def rfb_greeting(cid):
+    """The first bytes of the desktop's live view through cubicled's gateway."""
+    from wsclient import WebSocket
+    token = srv.ok("POST", "/v1/computers/%s/stream" % cid, {}, key=key, status=201)["token"]
+    ws = WebSocket("127.0.0.1", srv.port, "/v1/computers/%s/stream?token=%s" % (cid, token))
+    try:
+        return ws.recv_exactly(12)
+    finally:
+        ws.close()
+
+
 def envd_of(cid):
     """The forwarded port and the token of a VM's envd (from the store)."""
     db = sqlite3.connect(os.path.join(srv.state, "cubicle.db"))
@@ -225,8 +236,9 @@ class Desktop(unittest.TestCase):
         png = Png(r.body)
         strip = {png.pixel(x, y) for y in range(0, 24, 2) for x in range(0, 1280, 4)}
         self.assertGreater(len(strip), 8, "the panel strip looks blank")
-        # A window and the clipboard survive stop/start (the snapshot).
         cid = c["id"]
+        self.assertEqual(rfb_greeting(cid), b"RFB 003.008\n")
+        # A window and the clipboard survive stop/start (the snapshot).
         w = srv.act(cid, "launch", {"app": "xfce4-terminal", "wait_s": 60}, key=key)["window"]
         self.assertIsNotNone(w)
         srv.act(cid, "set_clipboard", {"text": "kept across stop"}, key=key)
@@ -237,6 +249,7 @@ class Desktop(unittest.TestCase):
         ids = [x["id"] for x in srv.act(cid, "windows", {}, key=key)["windows"]]
         self.assertIn(w["id"], ids)
         self.assertEqual(srv.act(cid, "get_clipboard", {}, key=key)["text"], "kept across stop")
+        self.assertEqual(rfb_greeting(cid), b"RFB 003.008\n")  # the live view, restored
         srv.ok("DELETE", "/v1/computers/" + cid, key=key)
 
 
