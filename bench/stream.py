@@ -21,8 +21,8 @@ update) and counts without decoding. For each server, in turn:
 CPU is utime+stime from /proc/PID/stat (the process and its children, e.g.
 websockify's per-connection fork), in % of one core.
 
-Then cubicled's gateway on its own (--no-gateway skips it; it needs
-`make images`): a desktop computer, and the same client reading it through
+Then cubicled's gateway on its own (it needs `make images`;
+--only local skips it): a desktop computer, and the same client reading it through
 GET /v1/computers/{id}/stream (WebSocket) vs straight from the computer's
 envd socket: round trip of a small update request, and full frames a second.
 """
@@ -85,10 +85,12 @@ def ticks(pids):
 
 
 class Cpu:
-    """CPU% of groups of processes over a window: Cpu({"name": pid, ...})."""
+    """CPU% of groups of processes over a window: Cpu({"name": [pid, ...]}).
+    A group may be a function giving the list (websockify forks for each
+    connection: its tree is read once connected) or None (no such process)."""
 
     def __init__(self, groups):
-        self.groups = {k: tree(v) if v else None for k, v in groups.items()}
+        self.groups = {k: v() if callable(v) else v for k, v in groups.items()}
         self.t0 = time.perf_counter()
         self.start = {k: ticks(v or []) for k, v in self.groups.items()}
 
@@ -215,6 +217,7 @@ def measure(name, connect, groups, anim, seconds, samples):
     processes whose CPU counts, anim starts and stops the animation."""
     r = {"name": name}
     c = connect()
+    r["size"] = "%dx%d" % (c.width, c.height)
     try:
         if c.next_update(10) is None:
             raise RuntimeError("%s sent no first frame" % name)
@@ -260,7 +263,8 @@ def run_envd(desk, sock, envd, args):
     try:
         return measure("envd + websockify --unix-target",
                        lambda: Client(ws=("127.0.0.1", port, "/")),
-                       {"server": envd.proc.pid, "proxy": ws.pid, "xvfb": desk.procs[0].pid},
+                       {"server": [envd.proc.pid], "proxy": lambda: tree(ws.pid),
+                        "xvfb": [desk.procs[0].pid]},
                        LocalAnim(desk), args.seconds, args.samples)
     finally:
         stop(ws)
@@ -280,7 +284,8 @@ def run_x11vnc(desk, args):
         try:
             return measure("x11vnc + websockify",
                            lambda: Client(ws=("127.0.0.1", port, "/")),
-                           {"server": vnc.pid, "proxy": ws.pid, "xvfb": desk.procs[0].pid},
+                           {"server": lambda: tree(vnc.pid), "proxy": lambda: tree(ws.pid),
+                            "xvfb": [desk.procs[0].pid]},
                            LocalAnim(desk), args.seconds, args.samples)
         finally:
             stop(ws)
@@ -361,16 +366,17 @@ def run_gateway(args):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
         wait_port(port, ws, "websockify")
-        groups = {"server": envd_pid, "xvfb": xvfb_pid}
+        # cubicled alone: the computer's processes are its descendants.
+        groups = {"server": [envd_pid], "xvfb": [xvfb_pid]}
         res = [measure("its socket, plain RFB", lambda: Client(unix=sock),
                        dict(groups, proxy=None), anim, args.seconds, args.samples),
-               measure("cubicled's gateway", gateway, dict(groups, proxy=srv.proc.pid), anim,
+               measure("cubicled's gateway", gateway, dict(groups, proxy=[srv.proc.pid]), anim,
                        args.seconds, args.samples),
                measure("websockify --unix-target", lambda: Client(ws=("127.0.0.1", port, "/")),
-                       dict(groups, proxy=ws.pid), anim, args.seconds, args.samples)]
+                       dict(groups, proxy=lambda: tree(ws.pid)), anim, args.seconds, args.samples)]
         res[1]["proxy_name"], res[2]["proxy_name"] = "cubicled", "websockify"
-        report("a desktop computer's envd (container, %s) read three ways"
-               % srv.ok("GET", "/v1/computers/" + cid, key=key).get("size", "?"), res, args)
+        report("a desktop computer's envd (%s, in its container) read three ways"
+               % res[0]["size"], res, args, bytes_goal="")
     finally:
         if ws:
             stop(ws)
@@ -379,7 +385,7 @@ def run_gateway(args):
 
 # ---- report ----------------------------------------------------------------
 
-def report(title, res, args):
+def report(title, res, args, bytes_goal="≤ x11vnc"):
     def lat(r):
         s = r["lat"]
         if not s:
@@ -400,7 +406,7 @@ def report(title, res, args):
         row("updates/s during the animation", lambda r: "%.1f" % r["fps"], "≥ 30"),
         row("  full screens/s (pixels sent ÷ screen)", lambda r: "%.1f" % r["screens"]),
         row("  frames/s the animation drew", lambda r: "%.1f" % r["anim_fps"]),
-        row("KiB per full screen", lambda r: "%.1f" % (r["bytes_screen"] / 1024), "≤ x11vnc"),
+        row("KiB per full screen", lambda r: "%.1f" % (r["bytes_screen"] / 1024), bytes_goal),
         row("KiB per update", lambda r: "%.1f" % (r["bytes"] / 1024)),
         row("MB/s of RFB", lambda r: "%.1f" % r["mbps"]),
         row("input-to-pixel ms, median / p95", lat, "≤ 30"),
@@ -417,10 +423,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=int, default=10, help="animation seconds measured")
     ap.add_argument("--samples", type=int, default=40, help="input-to-pixel samples")
-    ap.add_argument("--no-gateway", action="store_true", help="skip cubicled's gateway")
+    ap.add_argument("--only", choices=("local", "gateway"),
+                    help="only envd vs x11vnc, or only cubicled's gateway")
     args = ap.parse_args()
     if not os.path.exists(XANIM):
         sys.exit("stream: %s is missing (make build)" % XANIM)
+    if args.only != "gateway":
+        run_local(args)
+    if args.only != "local":
+        run_gateway(args)
+
+
+def run_local(args):
     desk = harness.Desktop().start()
     envd = None
     try:
@@ -443,8 +457,6 @@ def main():
                 envd.stop()
         finally:
             desk.stop()
-    if not args.no_gateway:
-        run_gateway(args)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@
  *
  * witness: the input witness for input-to-pixel latency. Maps a window with a
  * striped background; every ButtonPress fills a 24x24 square centred on the
- * pointer with the next of a few colours. Prints "ready" once mapped.
+ * pointer with the next of a few colours, and the ButtonRelease paints the
+ * stripes back. Prints "ready" once mapped.
  *
  * Both windows are override-redirect: no window manager moves or decorates
  * them, so the bench knows where every pixel is.
@@ -56,10 +57,10 @@ static Window map_window(Display *dpy, int x, int y, unsigned w, unsigned h, uns
 	XSetWindowAttributes a = {0};
 	a.override_redirect = True;
 	a.background_pixel = bg;
-	a.event_mask = ExposureMask | ButtonPressMask | StructureNotifyMask;
-	Window win = XCreateWindow(dpy, RootWindow(dpy, scr), x, y, w, h, 0, CopyFromParent,
-				   InputOutput, CopyFromParent,
-				   CWOverrideRedirect | CWBackPixel | CWEventMask, &a);
+	a.event_mask = ExposureMask | ButtonPressMask | ButtonReleaseMask | StructureNotifyMask;
+	Window win =
+	    XCreateWindow(dpy, RootWindow(dpy, scr), x, y, w, h, 0, CopyFromParent, InputOutput,
+			  CopyFromParent, CWOverrideRedirect | CWBackPixel | CWEventMask, &a);
 	XMapRaised(dpy, win);
 	for (;;) {
 		XEvent ev;
@@ -74,8 +75,8 @@ static Window map_window(Display *dpy, int x, int y, unsigned w, unsigned h, uns
 static XImage *shm_image(Display *dpy, XShmSegmentInfo *shm, unsigned w, unsigned h)
 {
 	int scr = DefaultScreen(dpy);
-	XImage *img = XShmCreateImage(dpy, DefaultVisual(dpy, scr), (unsigned)DefaultDepth(dpy, scr),
-				      ZPixmap, NULL, shm, w, h);
+	XImage *img = XShmCreateImage(dpy, DefaultVisual(dpy, scr),
+				      (unsigned)DefaultDepth(dpy, scr), ZPixmap, NULL, shm, w, h);
 	if (!img)
 		return NULL;
 	shm->shmid = shmget(IPC_PRIVATE, (size_t)img->bytes_per_line * h, IPC_CREAT | 0600);
@@ -122,7 +123,8 @@ static int run_scroll(Display *dpy, int fps, int step)
 			next = t; /* behind: no catching up in a burst */
 			continue;
 		}
-		struct timespec d = {(time_t)(next - t), (long)((next - t - (time_t)(next - t)) * 1e9)};
+		struct timespec d = {(time_t)(next - t),
+				     (long)((next - t - (time_t)(next - t)) * 1e9)};
 		nanosleep(&d, NULL);
 	}
 	printf("frames %ld seconds %.3f\n", frames, now_s() - start);
@@ -133,6 +135,19 @@ static int run_scroll(Display *dpy, int fps, int step)
 	return 0;
 }
 
+/* The witness's background in a rectangle: grey with darker stripes, not a
+ * flat colour, so a square is a real change to encode. */
+static void paint_stripes(Display *dpy, Window win, GC gc, int x, int y, int w, int h)
+{
+	XClearArea(dpy, win, x, y, (unsigned)w, (unsigned)h, False);
+	XSetForeground(dpy, gc, 0x606060);
+	for (int i = x - (x % 16 + 16) % 16; i < x + w; i += 16) {
+		int a = i > x ? i : x, b = i + 8 < x + w ? i + 8 : x + w;
+		if (b > a)
+			XFillRectangle(dpy, win, gc, a, y, (unsigned)(b - a), (unsigned)h);
+	}
+}
+
 static int run_witness(Display *dpy, const char *geometry)
 {
 	unsigned w, h;
@@ -141,26 +156,28 @@ static int run_witness(Display *dpy, const char *geometry)
 		fprintf(stderr, "xanim: witness WxH+X+Y\n");
 		return 2;
 	}
-	static const unsigned long colours[] = {0xd03020, 0x20a040, 0x2050d0, 0xe0c020,
-						0x9030c0, 0x10a0a0};
+	static const unsigned long colours[] = {0xd03020, 0x20a040, 0x2050d0,
+						0xe0c020, 0x9030c0, 0x10a0a0};
 	Window win = map_window(dpy, x, y, w, h, 0x808080);
 	GC gc = XCreateGC(dpy, win, 0, NULL);
-	/* Stripes: not a flat colour, so a square is a real change to encode. */
-	XSetForeground(dpy, gc, 0x606060);
-	for (unsigned i = 0; i < w; i += 16)
-		XFillRectangle(dpy, win, gc, (int)i, 0, 8, h);
+	paint_stripes(dpy, win, gc, 0, 0, (int)w, (int)h);
 	XSync(dpy, False);
 	printf("ready\n");
 	fflush(stdout);
 	unsigned n = 0;
+	const int half = WITNESS_SQUARE / 2;
 	while (!stop_asked) {
 		XEvent ev;
 		XNextEvent(dpy, &ev);
-		if (ev.type != ButtonPress)
-			continue;
-		XSetForeground(dpy, gc, colours[n++ % (sizeof colours / sizeof colours[0])]);
-		XFillRectangle(dpy, win, gc, ev.xbutton.x - WITNESS_SQUARE / 2,
-			       ev.xbutton.y - WITNESS_SQUARE / 2, WITNESS_SQUARE, WITNESS_SQUARE);
+		int sx = ev.xbutton.x - half, sy = ev.xbutton.y - half;
+		if (ev.type == ButtonPress) {
+			XSetForeground(dpy, gc,
+				       colours[n++ % (sizeof colours / sizeof colours[0])]);
+			XFillRectangle(dpy, win, gc, sx, sy, WITNESS_SQUARE, WITNESS_SQUARE);
+		} else if (ev.type == ButtonRelease) {
+			/* Back as it was: the screen is the same for every run. */
+			paint_stripes(dpy, win, gc, sx, sy, WITNESS_SQUARE, WITNESS_SQUARE);
+		}
 		XFlush(dpy);
 	}
 	XCloseDisplay(dpy);
