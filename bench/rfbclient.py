@@ -1,6 +1,6 @@
 """An RFB 3.8 client that behaves like noVNC on the wire, for bench/stream.py.
 
-It sends noVNC's pixel format (32 bpp, depth 24, little-endian) and noVNC's
+It sends noVNC 1.7.0's pixel format (32 bpp, depth 24, little-endian) and its
 encoding list (core/rfb.js _sendEncodings, without H.264, which a browser
 only offers when it can decode it): CopyRect, Tight, TightPNG, ZRLE, JPEG,
 Hextile, RRE, Zlib, Raw, quality level 6, compression level 2 and the same

@@ -35,6 +35,7 @@ process only (the computer's processes are its descendants).
 import argparse
 import base64
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -483,6 +484,9 @@ def main():
     args = ap.parse_args()
     if not os.path.exists(XANIM):
         sys.exit("stream: %s is missing (make build)" % XANIM)
+    for tool in ("x11vnc", "websockify"):
+        if not shutil.which(tool):
+            sys.exit("stream: %s is missing (make deps installs it)" % tool)
     if args.only != "gateway":
         run_local(args)
     if args.only != "local":
