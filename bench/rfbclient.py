@@ -66,6 +66,9 @@ class Client:
         if ws:
             self.ws = WebSocket(*ws, timeout=timeout)
             self.sock = self.ws.sock
+            # As browsers do: without it, a request sent while the last one
+            # is unacknowledged waits for the server's delayed ACK (~40 ms).
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.raw += self.ws.buf
             self._send = self.ws.send
         else:

@@ -15,6 +15,8 @@ update) and counts without decoding. For each server, in turn:
            screen settles, then a button press goes through RFB; the time to
            the first complete update that covers the witness's 24x24 square
            at that point. Targets vary; median and p95.
+  refresh  a non-incremental full-screen request on the still screen → the
+           update's last byte (20 samples): encoding plus every hop.
   busy     xanim scroll repaints the whole screen at 60 fps with the desktop
            picture scrolled 8 rows a frame; updates/s, bytes and CPU.
 
@@ -218,6 +220,24 @@ class LocalAnim:
         return int(drawn[1]) / float(drawn[3]) if len(drawn) == 4 else 0.0
 
 
+def refresh(c, samples):
+    """A full, non-incremental update of the still screen: request → the
+    last byte of the screen's pixels (encoding plus every hop, in ms). A
+    server may answer in several updates: their pixels are added up."""
+    out = []
+    for _ in range(samples):
+        t = time.perf_counter()
+        c.request(incremental=False)
+        got = 0
+        while got < c.width * c.height:
+            u = c.next_update(10)
+            if u is None:
+                raise RuntimeError("no answer to a full update request")
+            got += u.pixels
+        out.append((u.t - t) * 1e3)
+    return out
+
+
 def cover_once(anim):
     """Runs the animation once before measuring: windows redraw a little
     differently once uncovered, so every path then scrolls the same picture."""
@@ -245,6 +265,7 @@ def measure(name, connect, groups, anim, seconds, samples):
 
         r["lat"], r["lat_missed"] = latency(c, samples)
         settle(c)
+        r["refresh"] = refresh(c, 20)
 
         anim.start()
         try:
@@ -438,6 +459,8 @@ def report(title, res, args, bytes_goal="≤ x11vnc"):
         row("KiB per update", lambda r: "%.1f" % (r["bytes"] / 1024)),
         row("MB/s of RFB", lambda r: "%.1f" % r["mbps"]),
         row("input-to-pixel ms, median / p95", lat, "≤ 30"),
+        row("full-screen refresh ms, median / p95",
+            lambda r: "%.1f / %.1f" % (statistics.median(r["refresh"]), pct(r["refresh"], 0.95))),
         row("CPU % idle, 5 s", lambda r: cpu(r, "idle_cpu"), "< 1"),
         row("  updates sent while idle", lambda r: "%d" % r["idle_updates"], "0"),
         row("CPU % busy (animation)", lambda r: cpu(r, "busy_cpu")),
