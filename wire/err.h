@@ -50,4 +50,11 @@ const char *err_code_name(enum err_code code);
 /* {"error":{"code","message","param"?}}; the caller owns the reference. */
 json_t *err_to_json(const struct err *e);
 
+/*
+ * The reverse, for an error answer another cubicle service sent (envd's, to
+ * cubicled): fills e from `j` ({"error":{...}}, or NULL when the body was not
+ * JSON), falling back to the HTTP status for the code. Returns -1.
+ */
+int err_from_json(struct err *e, const json_t *j, int http_status);
+
 #endif

@@ -21,6 +21,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "computeruse.h"
 #include "httpd.h"
 #include "ident.h"
 #include "params.h"
@@ -293,6 +294,13 @@ static void api_action(void *ctx, struct httpd_request *req, struct httpd_respon
 	envd_reply_free(&r);
 }
 
+static void api_computer_use(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	computeruse_handle(a->core, c->id, api_ws(c), req, resp);
+}
+
 /* Reads a small error answer that a download wrote into fd. */
 static void api_error_from_fd(struct httpd_response *resp, int fd, int status)
 {
@@ -430,6 +438,44 @@ static int64_t api_now_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+int api_stream_grant(struct api *a, const char *id, const char *ws, const char *host,
+		     long long ttl_s, bool view_only, json_t **out, struct err *e)
+{
+	if (ttl_s < 1 || ttl_s > a->stream_ttl_max_s)
+		return err_param(e, "ttl_s", "ttl_s: expected an integer in [1, %d], got %lld",
+				 a->stream_ttl_max_s, ttl_s);
+	json_t *c = NULL;
+	if (core_get(a->core, id, ws, &c, e) < 0)
+		return -1;
+	struct token_claims tc = {.view_only = view_only};
+	snprintf(tc.computer, sizeof tc.computer, "%.39s", id);
+	snprintf(tc.workspace, sizeof tc.workspace, "%s",
+		 json_string_value(json_object_get(c, "workspace")));
+	json_decref(c);
+	/* Only a computer that could stream now gets a token. */
+	tc.issued = core_stream_issue_ms(a->core, id);
+	char path[300], token[TOKEN_MAX];
+	if (core_stream_target(a->core, id, ws, tc.issued, path, sizeof path, e) < 0 ||
+	    ident_random_hex(tc.nonce, 8, e) < 0)
+		return -1;
+	tc.expires = tc.issued / 1000 + ttl_s;
+	if (token_mint(a->stream_key, &tc, token, e) < 0)
+		return -1;
+	char ws_url[1200], embed_url[1200], expires[40];
+	if (!host || !*host)
+		host = "127.0.0.1";
+	snprintf(ws_url, sizeof ws_url, "ws://%s/v1/computers/%s/stream?token=%s", host, id, token);
+	snprintf(embed_url, sizeof embed_url, "http://%s/embed/%s?token=%s%s", host, id, token,
+		 view_only ? "&view_only=1" : "");
+	time_t t = (time_t)tc.expires;
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(expires, sizeof expires, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	*out = json_pack("{s:s, s:s, s:s, s:s, s:b}", "token", token, "expires_at", expires,
+			 "ws_url", ws_url, "embed_url", embed_url, "view_only", view_only);
+	return *out ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
 /* POST /v1/computers/{id}/stream {"ttl_s", "view_only"} → a token and URLs. */
 static void api_stream(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 {
@@ -446,44 +492,9 @@ static void api_stream(void *ctx, struct httpd_request *req, struct httpd_respon
 	if (rc == 0)
 		rc = param_bool(body, "view_only", &view, &e) < 0 ? -1 : 0;
 	if (rc == 0)
-		rc = core_get(a->core, c->id, api_ws(c), &out, &e);
-	struct token_claims tc = {.view_only = view};
-	char path[300], token[TOKEN_MAX];
-	if (rc == 0) {
-		snprintf(tc.computer, sizeof tc.computer, "%.39s", c->id);
-		snprintf(tc.workspace, sizeof tc.workspace, "%s",
-			 json_string_value(json_object_get(out, "workspace")));
-		/* Only a computer that could stream now gets a token. */
-		tc.issued = core_stream_issue_ms(a->core, c->id);
-		rc =
-		    core_stream_target(a->core, c->id, api_ws(c), tc.issued, path, sizeof path, &e);
-	}
-	if (rc == 0) {
-		rc = ident_random_hex(tc.nonce, 8, &e);
-		tc.expires = tc.issued / 1000 + ttl;
-	}
-	if (rc == 0)
-		rc = token_mint(a->stream_key, &tc, token, &e);
-	json_decref(out);
+		rc = api_stream_grant(a, c->id, api_ws(c), req->host, ttl, view, &out, &e);
 	json_decref(body);
-	if (rc < 0) {
-		httpd_respond_err(resp, &e);
-		return;
-	}
-	char ws_url[1200], embed_url[1200], expires[40];
-	const char *host = req->host[0] ? req->host : "127.0.0.1";
-	snprintf(ws_url, sizeof ws_url, "ws://%s/v1/computers/%s/stream?token=%s", host, c->id,
-		 token);
-	snprintf(embed_url, sizeof embed_url, "http://%s/embed/%s?token=%s%s", host, c->id, token,
-		 view ? "&view_only=1" : "");
-	time_t t = (time_t)tc.expires;
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(expires, sizeof expires, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	httpd_respond_json(resp, 201,
-			   json_pack("{s:s, s:s, s:s, s:s, s:b}", "token", token, "expires_at",
-				     expires, "ws_url", ws_url, "embed_url", embed_url, "view_only",
-				     view));
+	api_answer(resp, rc, 201, out, &e);
 }
 
 static void api_stream_revoke(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -757,6 +768,12 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 				return err_set(e, ERR_BAD_REQUEST, "actions are called with POST");
 			snprintf(c->sub, sizeof c->sub, "%s", s[4]);
 			route->handler = api_action;
+			return 0;
+		}
+		if (n == 4 && strcmp(s[3], "computer-use") == 0) {
+			if (m != HTTPD_POST)
+				return err_set(e, ERR_BAD_REQUEST, "computer-use is called with POST");
+			route->handler = api_computer_use;
 			return 0;
 		}
 		if (n == 4 && strcmp(s[3], "stream") == 0) {

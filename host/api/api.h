@@ -33,4 +33,12 @@ int api_run(struct api *a);
 void api_stop(struct api *a); /* async-signal-safe */
 void api_destroy(struct api *a);
 
+/*
+ * A stream token for a running desktop and its URLs, as POST .../stream
+ * answers: {"token","expires_at","ws_url","embed_url","view_only"}. `host`
+ * is the Host the caller used (the URLs point there). Also for MCP.
+ */
+int api_stream_grant(struct api *a, const char *id, const char *ws, const char *host,
+		     long long ttl_s, bool view_only, json_t **out, struct err *e);
+
 #endif
