@@ -24,6 +24,7 @@
 #include "computeruse.h"
 #include "httpd.h"
 #include "ident.h"
+#include "mcp.h"
 #include "params.h"
 #include "rfbfilter.h"
 #include "token.h"
@@ -32,6 +33,7 @@ struct api {
 	struct core *core;
 	struct store *store;
 	struct httpd *httpd;
+	struct mcp *mcp;
 	unsigned char admin_hash[SHA256_DIGEST_LENGTH];
 	char spool_dir[512];
 	unsigned char stream_key[TOKEN_KEY_BYTES];
@@ -299,6 +301,12 @@ static void api_computer_use(void *ctx, struct httpd_request *req, struct httpd_
 	struct api *a = ctx;
 	struct api_caller *c = req->user;
 	computeruse_handle(a->core, c->id, api_ws(c), req, resp);
+}
+
+static void api_mcp(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	mcp_handle(a->mcp, api_ws(req->user), req, resp);
 }
 
 /* Reads a small error answer that a download wrote into fd. */
@@ -712,6 +720,9 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 		route->handler = api_embed;
 		return 0;
 	}
+	bool mcp = strcmp(req->path, "/mcp") == 0;
+	if (mcp && mcp_check_origin(a->mcp, req, e) < 0)
+		return -1;
 	struct api_caller *c = calloc(1, sizeof *c);
 	if (!c)
 		return err_set(e, ERR_INTERNAL, "out of memory");
@@ -720,13 +731,17 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 	route->user_free = api_caller_close;
 	if (api_auth(a, req, c, e) < 0)
 		return -1;
+	route->body = HTTPD_BODY_MEMORY;
+	route->max_body = 64u << 20;
+	if (mcp) {
+		route->handler = api_mcp;
+		return 0;
+	}
 	char s[6][64];
 	int n = api_segments(req->path, s, 6);
 	enum httpd_method m = req->method;
 	if (n < 2 || strcmp(s[0], "v1") != 0)
 		goto not_found;
-	route->body = HTTPD_BODY_MEMORY;
-	route->max_body = 64u << 20;
 	if (strcmp(s[1], "workspaces") == 0) {
 		if (!c->admin)
 			return err_set(e, ERR_FORBIDDEN, "managing workspaces needs the admin key");
@@ -772,7 +787,8 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 		}
 		if (n == 4 && strcmp(s[3], "computer-use") == 0) {
 			if (m != HTTPD_POST)
-				return err_set(e, ERR_BAD_REQUEST, "computer-use is called with POST");
+				return err_set(e, ERR_BAD_REQUEST,
+					       "computer-use is called with POST");
 			route->handler = api_computer_use;
 			return 0;
 		}
@@ -842,9 +858,12 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .max_jobs = 256,
 	    .log_prefix = "cubicled",
 	    .tunnel = api_tunnel,
+	    .extra_headers = mcp_extra_headers,
 	};
-	a->httpd = httpd_create(&ho, e);
+	a->mcp = mcp_create(core, a, o->mcp_origins, e);
+	a->httpd = a->mcp ? httpd_create(&ho, e) : NULL;
 	if (!a->httpd) {
+		mcp_destroy(a->mcp);
 		free(a);
 		return NULL;
 	}
@@ -869,6 +888,8 @@ void api_stop(struct api *a)
 
 void api_destroy(struct api *a)
 {
-	if (a && httpd_destroy(a->httpd) == 0)
+	if (a && httpd_destroy(a->httpd) == 0) {
+		mcp_destroy(a->mcp);
 		free(a);
+	}
 }

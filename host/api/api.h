@@ -24,6 +24,7 @@ struct api_opts {
 	const char *frame_ancestors;	 /* CSP frame-ancestors of the embed page */
 	int stream_ttl_max_s;		 /* longest token lifetime a caller may ask for */
 	int stream_max_s;		 /* longest an open stream lives */
+	const char *mcp_origins;	 /* Origins allowed on /mcp besides ours, comma-separated */
 };
 
 struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,
