@@ -480,7 +480,7 @@ static const struct cu_a_action {
     {"key", cu_a_key, A_TEXT, true},
     {"type", cu_a_type, A_TEXT, true},
     {"hold_key", cu_a_hold_key, A_TEXT | A_DURATION, true},
-    {"mouse_move", cu_a_mouse_move, A_COORD | A_TEXT, true},
+    {"mouse_move", cu_a_mouse_move, A_COORD, true},
     {"left_click", cu_a_click, A_COORD | A_TEXT, true},
     {"right_click", cu_a_click, A_COORD | A_TEXT, true},
     {"middle_click", cu_a_click, A_COORD | A_TEXT, true},
