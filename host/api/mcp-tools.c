@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base64.h"
+#include "ident.h"
 #include "params.h"
 
 #define COORD_MAX 1000000 /* envd's bound on x and y */
@@ -661,6 +662,9 @@ static int mcp_check_args(const struct mcp_tool *t, const json_t *args, struct e
 	for (size_t i = 0; i < n; i++)
 		if (ps[i]->required && !json_object_get(args, ps[i]->name))
 			return err_param(e, ps[i]->name, "%s: required", ps[i]->name);
+	const char *id = mcp_id(args);
+	if (id && !ident_ok(id, 63)) /* as the REST routes: never a lookup */
+		return err_set(e, ERR_NOT_FOUND, "no computer %.40s", id);
 	if ((t->flags & F_XY) && !json_object_get(args, "x") != !json_object_get(args, "y"))
 		return err_param(e, json_object_get(args, "x") ? "y" : "x",
 				 "%s: x and y go together", json_object_get(args, "x") ? "y" : "x");

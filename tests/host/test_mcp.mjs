@@ -144,6 +144,8 @@ describe("the SDK client", () => {
 		assert.ok(computer, "needs the desktop");
 		let text = await callFails("bash", { computer_id: "c-0000000000000000", command: "true" });
 		assert.match(text, /not_found.*no computer c-0000000000000000/);
+		text = await callFails("get_computer", { computer_id: "../../etc" });
+		assert.match(text, /not_found/);
 		text = await callFails("left_click", { computer_id: computer, x: -5, y: 3 });
 		assert.match(text, /invalid_parameter.*x: expected an integer in \[0, 1000000\]/);
 		text = await callFails("left_click", { computer_id: computer, x: 5 });

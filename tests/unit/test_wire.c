@@ -43,6 +43,39 @@ static void test_err_message_with_broken_utf8_still_encodes(void **state)
 	json_decref(j);
 }
 
+/* An error answer from another service comes back as the same err. */
+static void test_err_from_json_round_trip(void **state)
+{
+	(void)state;
+	struct err e = {0}, back = {0};
+	err_param(&e, "x", "x: 5000 is off-screen");
+	json_t *j = err_to_json(&e);
+	assert_int_equal(err_from_json(&back, j, 400), -1);
+	assert_int_equal(back.code, ERR_INVALID);
+	assert_string_equal(back.param, "x");
+	assert_string_equal(back.message, "x: 5000 is off-screen");
+	json_decref(j);
+
+	err_set(&e, ERR_CONFLICT, "no display");
+	j = err_to_json(&e);
+	err_from_json(&back, j, 409);
+	assert_int_equal(back.code, ERR_CONFLICT);
+	assert_string_equal(back.param, "");
+	json_decref(j);
+
+	/* No JSON, or an unknown code: the status decides, the first code of it. */
+	err_from_json(&back, NULL, 404);
+	assert_int_equal(back.code, ERR_NOT_FOUND);
+	assert_string_equal(back.message, "not_found");
+	j = json_pack("{s:{s:s, s:s}}", "error", "code", "martian", "message", "odd");
+	err_from_json(&back, j, 400);
+	assert_int_equal(back.code, ERR_INVALID);
+	assert_string_equal(back.message, "odd");
+	json_decref(j);
+	err_from_json(&back, NULL, 299);
+	assert_int_equal(back.code, ERR_INTERNAL);
+}
+
 static void test_params_types_and_ranges(void **state)
 {
 	(void)state;
@@ -146,6 +179,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_err_json_shape),
 	    cmocka_unit_test(test_err_message_with_broken_utf8_still_encodes),
+	    cmocka_unit_test(test_err_from_json_round_trip),
 	    cmocka_unit_test(test_params_types_and_ranges),
 	    cmocka_unit_test(test_params_unknown_names),
 	    cmocka_unit_test(test_base64_round_trip_all_bytes),
