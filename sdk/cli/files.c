@@ -134,7 +134,8 @@ static int files_download(struct cli *cli, const char *id, const char *path, con
 	mode_t mask = umask(0);
 	umask(mask);
 	fchmod(fd, 0666 & ~mask);
-	if ((close(fd) < 0 || rename(tmp, target) < 0) && rc == 0) {
+	bool written = close(fd) == 0;
+	if (rc == 0 && (!written || rename(tmp, target) < 0)) {
 		fprintf(stderr, "cubicle: cannot write %s: %s\n", target, strerror(errno));
 		rc = EXIT_API;
 	}
