@@ -38,6 +38,53 @@ static int api_unreachable(struct cli *cli, struct err *e)
 	return err_set(e, t.code, "cannot reach cubicled at %s: %s", cli->url, t.message);
 }
 
+/* ---- progress lines ---- */
+
+struct api_progress {
+	struct cli *cli;
+	const char *what;
+	struct timespec start;
+	double last;
+};
+
+static double api_elapsed(const struct timespec *start)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+static void api_on_progress(void *arg, uint64_t dt, uint64_t dn, uint64_t ut, uint64_t un)
+{
+	struct api_progress *p = arg;
+	double t = api_elapsed(&p->start);
+	if (t - p->last < 0.2)
+		return;
+	p->last = t;
+	uint64_t total = ut ? ut : dt, now = ut ? un : dn;
+	char done[32], all[32], rate[32];
+	out_bytes(done, sizeof done, now);
+	out_bytes(all, sizeof all, total);
+	out_bytes(rate, sizeof rate, t > 0 ? (uint64_t)((double)now / t) : 0);
+	if (total)
+		progress_show(p->cli, "%s: %s of %s (%d%%), %s/s", p->what, done, all,
+			      (int)(now * 100 / total), rate);
+	else
+		progress_show(p->cli, "%s: %s, %s/s", p->what, done, rate);
+}
+
+/* While a call waits for the server (create --wait): how long so far. */
+static void api_on_wait(void *arg, uint64_t dt, uint64_t dn, uint64_t ut, uint64_t un)
+{
+	struct api_progress *p = arg;
+	(void)dt, (void)dn, (void)ut, (void)un;
+	double t = api_elapsed(&p->start);
+	if (t - p->last < 0.5)
+		return;
+	p->last = t;
+	progress_show(p->cli, "%s… %.0f s", p->what, t);
+}
+
 int api_call(struct cli *cli, const char *method, const char *path, const json_t *body,
 	     struct httpc_reply *r, struct err *e)
 {
@@ -52,7 +99,15 @@ int api_call(struct cli *cli, const char *method, const char *path, const json_t
 		q.body_len = strlen(text);
 		q.body_type = "application/json";
 	}
+	struct api_progress p = {.cli = cli, .what = cli->waiting};
+	clock_gettime(CLOCK_MONOTONIC, &p.start);
+	if (cli->tty && cli->waiting) {
+		q.progress = api_on_wait;
+		q.progress_arg = &p;
+	}
 	int rc = httpc_perform(&q, r, e);
+	if (q.progress)
+		progress_clear(cli);
 	free(text);
 	return rc < 0 ? api_unreachable(cli, e) : 0;
 }
@@ -97,41 +152,6 @@ int api_query(char *buf, size_t len, const char *name, const char *value)
 	    snprintf(buf + used, len - used, "%c%s=%s", strchr(buf, '?') ? '&' : '?', name, esc);
 	free(esc);
 	return n < 0 || (size_t)n >= len - used ? -1 : 0;
-}
-
-/* ---- transfers with a progress line ---- */
-
-struct api_progress {
-	struct cli *cli;
-	const char *what;
-	struct timespec start;
-	double last;
-};
-
-static double api_elapsed(const struct timespec *start)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
-}
-
-static void api_on_progress(void *arg, uint64_t dt, uint64_t dn, uint64_t ut, uint64_t un)
-{
-	struct api_progress *p = arg;
-	double t = api_elapsed(&p->start);
-	if (t - p->last < 0.2)
-		return;
-	p->last = t;
-	uint64_t total = ut ? ut : dt, now = ut ? un : dn;
-	char done[32], all[32], rate[32];
-	out_bytes(done, sizeof done, now);
-	out_bytes(all, sizeof all, total);
-	out_bytes(rate, sizeof rate, t > 0 ? (uint64_t)((double)now / t) : 0);
-	if (total)
-		progress_show(p->cli, "%s: %s of %s (%d%%), %s/s", p->what, done, all,
-			      (int)(now * 100 / total), rate);
-	else
-		progress_show(p->cli, "%s: %s, %s/s", p->what, done, rate);
 }
 
 static int api_transfer(struct cli *cli, struct httpc_request *q, const char *what, json_t **out,

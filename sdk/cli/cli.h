@@ -35,6 +35,7 @@ struct cli {
 	const char *api_key; /* NULL until a command needs it */
 	bool json;	     /* --json: print the API's JSON */
 	bool tty;	     /* stderr is a terminal: progress lines */
+	const char *waiting; /* set: api_call shows "<waiting>… N s" while it waits */
 	struct httpc_share *share;
 };
 

@@ -78,9 +78,11 @@ static int computers_wait(struct cli *cli, const char *id, long long timeout, js
 {
 	char path[200];
 	snprintf(path, sizeof path, "/v1/computers/%s?wait=running&timeout_s=%lld", id, timeout);
-	progress_show(cli, "%s: booting…", id);
+	char what[120];
+	snprintf(what, sizeof what, "%s: booting", id);
+	cli->waiting = what;
 	int rc = api_json(cli, "GET", path, NULL, out, e);
-	progress_clear(cli);
+	cli->waiting = NULL;
 	if (rc < 0)
 		return -1;
 	const char *state = json_string_value(json_object_get(*out, "state"));
