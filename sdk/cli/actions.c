@@ -12,217 +12,122 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base64.h"
-#include "cli.h"
-#include "params.h"
+#include "actions.h"
 
-enum ptype {
-	T_INT,	/* a JSON integer */
-	T_NUM,	/* a JSON number */
-	T_STR,	/* a JSON string */
-	T_ANY,	/* JSON when it parses as JSON, else a string */
-	T_WIN,	/* a window id: an integer, or a "0x..." string */
-	T_STRS, /* the remaining arguments, as an array of strings */
-};
+#define SHOT "-format -quality:i -x:i -y:i -width:i -height:i -max_width:i -max_height:i"
+#define PROC "-timeout_s:i -cwd -env:j -stdin"
 
-enum { F_POS = 1, F_REQ = 2 };
-
-struct pspec {
-	const char *name;
-	enum ptype type;
-	unsigned flags; /* F_POS: positional, in table order; F_REQ: required */
-};
-
-/* How a person reads the answer (--json always prints the API's JSON). */
-enum show {
-	S_QUIET,   /* nothing: the exit status says it worked */
-	S_FIELDS,  /* `fields`' values on one line: "1280 800" */
-	S_KV,	   /* every field, aligned */
-	S_TEXT,	   /* field `fields` as raw text */
-	S_WINDOWS, /* a table of windows */
-	S_TREE,	   /* the accessibility tree, indented */
-	S_FILE,	   /* read_file's content, decoded */
-	S_PROC,	   /* bash/python: stdout, stderr, and the exit status */
-	S_IMAGE,   /* screenshot: bytes to -o FILE */
-};
-
-struct action_spec {
-	const char *name;
-	const char *help;
-	struct pspec p[9];
-	enum show show;
-	const char *fields;
-};
-
-#define POS(n, t)                                                                                  \
-	{                                                                                          \
-		n, t, F_POS                                                                        \
-	}
-#define REQ(n, t)                                                                                  \
-	{                                                                                          \
-		n, t, F_POS | F_REQ                                                                \
-	}
-#define OPT(n, t)                                                                                  \
-	{                                                                                          \
-		n, t, 0                                                                            \
-	}
-#define XY     POS("x", T_INT), POS("y", T_INT)
-#define AT_XY  OPT("x", T_INT), OPT("y", T_INT)
-#define BUTTON OPT("button", T_STR)
-#define WIN    REQ("id", T_WIN)
-#define SHOT                                                                                       \
-	OPT("format", T_STR), OPT("quality", T_INT), OPT("x", T_INT), OPT("y", T_INT),             \
-	    OPT("width", T_INT), OPT("height", T_INT), OPT("max_width", T_INT),                    \
-	    OPT("max_height", T_INT)
-#define PROC OPT("timeout_s", T_INT), OPT("cwd", T_STR), OPT("env", T_ANY), OPT("stdin", T_STR)
-
+/* clang-format off: one line per action reads best. */
 static const struct action_spec specs[] = {
     /* mouse */
-    {"click",
-     "Clicks at X Y, or where the cursor is (button left|middle|right, 1..3 clicks).",
-     {XY, BUTTON, OPT("clicks", T_INT)},
-     S_QUIET,
-     NULL},
-    {"left_click", "Left-clicks at X Y, or where the cursor is.", {XY}, S_QUIET, NULL},
-    {"right_click", "Right-clicks at X Y, or where the cursor is.", {XY}, S_QUIET, NULL},
-    {"middle_click", "Middle-clicks at X Y, or where the cursor is.", {XY}, S_QUIET, NULL},
-    {"double_click", "Double-clicks at X Y, or where the cursor is.", {XY, BUTTON}, S_QUIET, NULL},
-    {"triple_click", "Triple-clicks at X Y, or where the cursor is.", {XY, BUTTON}, S_QUIET, NULL},
-    {"move_cursor",
-     "Moves the mouse pointer to X Y.",
-     {REQ("x", T_INT), REQ("y", T_INT)},
-     S_QUIET,
-     NULL},
-    {"mouse_down", "Presses a mouse button (at X Y).", {XY, BUTTON}, S_QUIET, NULL},
-    {"mouse_up", "Releases a mouse button (at X Y).", {XY, BUTTON}, S_QUIET, NULL},
-    {"drag",
-     "Drags from one point to another; --path '[[x,y],...]' adds waypoints, --duration-ms "
-     "slows it down.",
-     {REQ("from_x", T_INT), REQ("from_y", T_INT), REQ("to_x", T_INT), REQ("to_y", T_INT),
-      OPT("path", T_ANY), OPT("duration_ms", T_INT), BUTTON},
-     S_QUIET,
-     NULL},
-    {"scroll",
-     "Scrolls (up|down|left|right) by CLICKS wheel clicks, at --x --y if given.",
-     {POS("direction", T_STR), POS("clicks", T_INT), AT_XY},
-     S_QUIET,
-     NULL},
-    {"scroll_up",
-     "Scrolls up by CLICKS wheel clicks.",
-     {POS("clicks", T_INT), AT_XY},
-     S_QUIET,
-     NULL},
-    {"scroll_down",
-     "Scrolls down by CLICKS wheel clicks.",
-     {POS("clicks", T_INT), AT_XY},
-     S_QUIET,
-     NULL},
-    {"scroll_left",
-     "Scrolls left by CLICKS wheel clicks.",
-     {POS("clicks", T_INT), AT_XY},
-     S_QUIET,
-     NULL},
-    {"scroll_right",
-     "Scrolls right by CLICKS wheel clicks.",
-     {POS("clicks", T_INT), AT_XY},
-     S_QUIET,
-     NULL},
+    {"click", "x:i? y:i? -button -clicks:i", S_QUIET, NULL,
+     "Clicks at X Y, or where the cursor is (--button left|middle|right, --clicks 1..3)."},
+    {"left_click", "x:i? y:i?", S_QUIET, NULL, "Left-clicks at X Y, or where the cursor is."},
+    {"right_click", "x:i? y:i?", S_QUIET, NULL, "Right-clicks at X Y, or where the cursor is."},
+    {"middle_click", "x:i? y:i?", S_QUIET, NULL, "Middle-clicks at X Y, or where the cursor is."},
+    {"double_click", "x:i? y:i? -button", S_QUIET, NULL, "Double-clicks at X Y."},
+    {"triple_click", "x:i? y:i? -button", S_QUIET, NULL, "Triple-clicks at X Y."},
+    {"move_cursor", "x:i y:i", S_QUIET, NULL, "Moves the mouse pointer to X Y."},
+    {"mouse_down", "x:i? y:i? -button", S_QUIET, NULL, "Presses a mouse button (at X Y)."},
+    {"mouse_up", "x:i? y:i? -button", S_QUIET, NULL, "Releases a mouse button (at X Y)."},
+    {"drag", "from_x:i from_y:i to_x:i to_y:i -path:j -duration_ms:i -button", S_QUIET, NULL,
+     "Drags from one point to another; --path '[[x,y],...]' adds waypoints."},
+    {"scroll", "direction? clicks:i? -x:i -y:i", S_QUIET, NULL,
+     "Scrolls up|down|left|right by CLICKS wheel clicks (at --x --y)."},
+    {"scroll_up", "clicks:i? -x:i -y:i", S_QUIET, NULL, "Scrolls up by CLICKS wheel clicks."},
+    {"scroll_down", "clicks:i? -x:i -y:i", S_QUIET, NULL, "Scrolls down by CLICKS wheel clicks."},
+    {"scroll_left", "clicks:i? -x:i -y:i", S_QUIET, NULL, "Scrolls left by CLICKS wheel clicks."},
+    {"scroll_right", "clicks:i? -x:i -y:i", S_QUIET, NULL, "Scrolls right by CLICKS wheel clicks."},
     /* keyboard */
-    {"type",
-     "Types TEXT (any Unicode; \\n is Return).",
-     {REQ("text", T_STR), OPT("delay_ms", T_INT)},
-     S_QUIET,
-     NULL},
-    {"key",
-     "Presses a key or a combination: Return, ctrl+l, ctrl+shift+t.",
-     {REQ("key", T_STR)},
-     S_QUIET,
-     NULL},
-    {"hotkey",
-     "Presses KEYS in order and releases them in reverse: hotkey ID ctrl c.",
-     {REQ("keys", T_STRS)},
-     S_QUIET,
-     NULL},
-    {"key_down", "Presses KEY and holds it.", {REQ("key", T_STR)}, S_QUIET, NULL},
-    {"key_up", "Releases KEY.", {REQ("key", T_STR)}, S_QUIET, NULL},
+    {"type", "text -delay_ms:i", S_QUIET, NULL, "Types TEXT (any Unicode; \\n is Return)."},
+    {"key", "key", S_QUIET, NULL, "Presses a key or a combination: Return, ctrl+l, ctrl+shift+t."},
+    {"hotkey", "keys...", S_QUIET, NULL,
+     "Presses KEYS in order and releases them in reverse: hotkey ID ctrl c."},
+    {"key_down", "key", S_QUIET, NULL, "Presses KEY and holds it."},
+    {"key_up", "key", S_QUIET, NULL, "Releases KEY."},
     /* screen */
-    {"screenshot",
+    {"screenshot", SHOT, S_IMAGE, NULL,
      "Writes a screenshot to -o FILE ('-' = stdout). --region X,Y,W,H captures part of the "
-     "screen; --scale F (0..1) or --max-width/--max-height downscale; --format jpeg "
-     "--quality Q.",
-     {SHOT},
-     S_IMAGE,
-     NULL},
-    {"screenshot_base64",
-     "Prints a screenshot as base64 (same options as screenshot).",
-     {SHOT},
-     S_TEXT,
-     "image"},
-    {"get_screen_size", "Prints the screen's width and height.", {{0}}, S_FIELDS, "width height"},
-    {"get_cursor_position", "Prints the pointer's X and Y.", {{0}}, S_FIELDS, "x y"},
+     "screen; --scale F (0..1) or --max-width/--max-height downscale; --format jpeg --quality Q."},
+    {"screenshot_base64", SHOT, S_TEXT, "image", "Prints a screenshot as base64."},
+    {"get_screen_size", "", S_FIELDS, "width height", "Prints the screen's width and height."},
+    {"get_cursor_position", "", S_FIELDS, "x y", "Prints the pointer's X and Y."},
     /* windows and apps */
-    {"windows", "Lists the windows.", {{0}}, S_WINDOWS, NULL},
-    {"launch",
+    {"windows", "", S_WINDOWS, NULL, "Lists the windows."},
+    {"launch", "app args...? -wait_s:i", S_KV, NULL,
      "Starts APP (a .desktop id like firefox-esr, or a command) with ARGS; --wait-s waits "
-     "for its window.",
-     {REQ("app", T_STR), POS("args", T_STRS), OPT("wait_s", T_INT)},
-     S_KV,
-     NULL},
-    {"focus_window", "Focuses window WINDOW_ID.", {WIN}, S_QUIET, NULL},
-    {"maximize_window", "Maximizes window WINDOW_ID.", {WIN}, S_QUIET, NULL},
-    {"minimize_window", "Minimizes window WINDOW_ID.", {WIN}, S_QUIET, NULL},
-    {"close_window", "Asks window WINDOW_ID to close.", {WIN}, S_QUIET, NULL},
-    {"get_window_size", "Prints a window's width and height.", {WIN}, S_FIELDS, "width height"},
-    {"set_window_size",
-     "Resizes a window.",
-     {WIN, REQ("width", T_INT), REQ("height", T_INT)},
-     S_QUIET,
-     NULL},
-    {"get_window_position", "Prints a window's X and Y.", {WIN}, S_FIELDS, "x y"},
-    {"set_window_position",
-     "Moves a window.",
-     {WIN, REQ("x", T_INT), REQ("y", T_INT)},
-     S_QUIET,
-     NULL},
+     "for its window."},
+    {"focus_window", "id:w", S_QUIET, NULL, "Focuses a window."},
+    {"maximize_window", "id:w", S_QUIET, NULL, "Maximizes a window."},
+    {"minimize_window", "id:w", S_QUIET, NULL, "Minimizes a window."},
+    {"close_window", "id:w", S_QUIET, NULL, "Asks a window to close."},
+    {"get_window_size", "id:w", S_FIELDS, "width height", "Prints a window's width and height."},
+    {"set_window_size", "id:w width:i height:i", S_QUIET, NULL, "Resizes a window."},
+    {"get_window_position", "id:w", S_FIELDS, "x y", "Prints a window's X and Y."},
+    {"set_window_position", "id:w x:i y:i", S_QUIET, NULL, "Moves a window."},
     /* desktop */
-    {"get_desktop_environment",
-     "Prints the desktop environment and window manager.",
-     {{0}},
-     S_KV,
-     NULL},
-    {"set_wallpaper",
-     "Sets the wallpaper to a PNG or JPEG inside the computer.",
-     {REQ("path", T_STR)},
-     S_QUIET,
-     NULL},
-    {"get_accessibility_tree",
-     "Prints the accessibility tree (roles, names, bounds).",
-     {OPT("max_depth", T_INT), OPT("app", T_STR), OPT("max_nodes", T_INT)},
-     S_TREE,
-     NULL},
-    {"get_clipboard", "Prints the clipboard's text.", {OPT("timeout_ms", T_INT)}, S_TEXT, "text"},
-    {"set_clipboard", "Puts TEXT on the clipboard.", {REQ("text", T_STR)}, S_QUIET, NULL},
+    {"get_desktop_environment", "", S_KV, NULL, "Prints the desktop environment."},
+    {"set_wallpaper", "path", S_QUIET, NULL,
+     "Sets the wallpaper to a PNG or JPEG in the computer."},
+    {"get_accessibility_tree", "-max_depth:i -app -max_nodes:i", S_TREE, NULL,
+     "Prints the accessibility tree (roles, names, bounds)."},
+    {"get_clipboard", "-timeout_ms:i", S_TEXT, "text", "Prints the clipboard's text."},
+    {"set_clipboard", "text", S_QUIET, NULL, "Puts TEXT on the clipboard."},
     /* shell and files */
-    {"bash",
+    {"bash", "command " PROC, S_PROC, NULL,
      "Runs COMMAND with bash; prints its stdout and stderr and exits with its status (124 "
-     "when it ran past --timeout-s).",
-     {REQ("command", T_STR), PROC},
-     S_PROC,
-     NULL},
-    {"python", "Runs CODE with python3, like bash.", {REQ("code", T_STR), PROC}, S_PROC, NULL},
-    {"write_file",
-     "Writes CONTENT to PATH (small files; cp streams any size). --content-base64 for bytes.",
-     {REQ("path", T_STR), POS("content", T_STR), OPT("content_base64", T_STR), OPT("mode", T_ANY)},
-     S_QUIET,
-     NULL},
-    {"read_file",
-     "Prints the file at PATH (small files; cp streams any size).",
-     {REQ("path", T_STR), OPT("encoding", T_STR)},
-     S_FILE,
-     NULL},
+     "when it ran past --timeout-s)."},
+    {"python", "code " PROC, S_PROC, NULL, "Runs CODE with python3, like bash."},
+    {"write_file", "path content? -content_base64 -mode:j", S_QUIET, NULL,
+     "Writes CONTENT to PATH (small files; cp streams any size)."},
+    {"read_file", "path -encoding", S_FILE, NULL,
+     "Prints the file at PATH (small files; cp streams any size)."},
 };
+/* clang-format on */
 
 #define NSPECS (sizeof specs / sizeof specs[0])
+
+/* The parameters of s, parsed from its spec string once. */
+static const struct pspec *action_params(const struct action_spec *s)
+{
+	static struct pspec parsed[NSPECS][ACTION_MAX_PARAMS + 1];
+	static bool done[NSPECS];
+	size_t i = (size_t)(s - specs);
+	if (done[i])
+		return parsed[i];
+	const char *w = s->params;
+	for (int n = 0; *w && n < ACTION_MAX_PARAMS; n++) {
+		struct pspec *p = &parsed[i][n];
+		size_t len = strcspn(w, " ");
+		char word[64];
+		snprintf(word, sizeof word, "%.*s", (int)len, w);
+		size_t wl = strlen(word);
+		p->flags = word[0] == '-' ? 0 : F_POS | F_REQ;
+		p->type = T_STR;
+		if (wl > 1 && word[wl - 1] == '?') {
+			word[--wl] = 0;
+			p->flags &= ~(unsigned)F_REQ;
+		}
+		if (wl > 3 && strcmp(word + wl - 3, "...") == 0) {
+			word[wl - 3] = 0;
+			p->type = T_STRS;
+		}
+		char *colon = strchr(word, ':');
+		if (colon) {
+			static const char types[] = "inj";
+			static const enum ptype as[] = {T_INT, T_NUM, T_ANY};
+			const char *t = strchr(types, colon[1]);
+			p->type = t && *t ? as[t - types] : T_WIN;
+			*colon = 0;
+		}
+		snprintf(p->name, sizeof p->name, "%s", word + (word[0] == '-'));
+		w += len;
+		while (*w == ' ')
+			w++;
+	}
+	done[i] = true;
+	return parsed[i];
+}
 
 const struct action_spec *action_spec_find(const char *name)
 {
@@ -247,7 +152,7 @@ void action_usage_line(const struct action_spec *s, FILE *f)
 	char line[1024];
 	size_t n = (size_t)snprintf(line, sizeof line, "usage: cubicle %s ID", s->name);
 	bool open = false;
-	for (const struct pspec *p = s->p; p->name && n < sizeof line; p++) {
+	for (const struct pspec *p = action_params(s); p->name[0] && n < sizeof line; p++) {
 		if (!(p->flags & F_POS))
 			continue;
 		char up[32];
@@ -264,7 +169,7 @@ void action_usage_line(const struct action_spec *s, FILE *f)
 	}
 	if (open && n + 1 < sizeof line)
 		line[n++] = ']', line[n] = 0;
-	for (const struct pspec *p = s->p; p->name && n < sizeof line; p++) {
+	for (const struct pspec *p = action_params(s); p->name[0] && n < sizeof line; p++) {
 		char opt[40];
 		action_param_name(opt, sizeof opt, p->name);
 		if (!(p->flags & F_POS))
@@ -371,7 +276,7 @@ static int action_param_option(const char *cmd, const char *kv, json_t *body)
 static int action_body(const struct action_spec *s, const struct args *a, json_t *body)
 {
 	int next = 1, rc = 0;
-	for (const struct pspec *p = s->p; p->name && rc == 0; p++) {
+	for (const struct pspec *p = action_params(s); p->name[0] && rc == 0; p++) {
 		if (!(p->flags & F_POS))
 			continue;
 		if (next >= a->npos && (p->flags & F_REQ))
@@ -385,200 +290,15 @@ static int action_body(const struct action_spec *s, const struct args *a, json_t
 	if (rc == 0 && next < a->npos)
 		return cli_usage(s->name, "too many arguments (unexpected '%s')", a->pos[next]);
 	for (int i = 0; i < a->nopt && rc == 0; i++) {
-		const struct pspec *p = s->p;
-		while (p->name && !args_same_name(p->name, a->opt[i].name))
+		const struct pspec *p = action_params(s);
+		while (p->name[0] && !args_same_name(p->name, a->opt[i].name))
 			p++;
-		if (p->name)
+		if (p->name[0])
 			rc = action_set(s->name, p, a->opt[i].value, body);
 		else if (strcmp(a->opt[i].name, "param") == 0)
 			rc = action_param_option(s->name, a->opt[i].value, body);
 	}
 	return rc;
-}
-
-/* ---- the answer, for a person ---- */
-
-static void action_show_fields(const json_t *r, const char *fields)
-{
-	char name[64];
-	const char *f = fields;
-	while (*f) {
-		size_t n = strcspn(f, " ");
-		snprintf(name, sizeof name, "%.*s", (int)n, f);
-		char *v = out_scalar(json_object_get(r, name));
-		printf("%s%s", f == fields ? "" : " ", v ? v : "");
-		free(v);
-		f += n + (f[n] == ' ');
-	}
-	putchar('\n');
-}
-
-static void action_show_windows(const json_t *r)
-{
-	static const char *const head[] = {"ID",    "X",     "Y",   "WIDTH", "HEIGHT",
-					   "STATE", "CLASS", "PID", "TITLE"};
-	static const char *const fields[] = {"id", "x",		"y",   "width", "height",
-					     NULL, "app_class", "pid", "title"};
-	struct table *t = table_new(9, head);
-	size_t i;
-	json_t *w;
-	json_array_foreach(json_object_get(r, "windows"), i, w)
-	{
-		char *cells[9];
-		char state[40];
-		snprintf(state, sizeof state, "%s%s%s",
-			 json_is_true(json_object_get(w, "focused")) ? "focused " : "",
-			 json_is_true(json_object_get(w, "minimized")) ? "minimized " : "",
-			 json_is_true(json_object_get(w, "maximized")) ? "maximized " : "");
-		for (int k = 0; k < 9; k++)
-			cells[k] = fields[k] ? out_scalar(json_object_get(w, fields[k]))
-					     : strdup(state[0] ? state : "-");
-		table_add(t, (const char *const *)cells);
-		for (int k = 0; k < 9; k++)
-			free(cells[k]);
-	}
-	table_print(t);
-}
-
-/* A string field, "" when absent. */
-static const char *action_str(const json_t *j, const char *name)
-{
-	const char *s = json_string_value(json_object_get(j, name));
-	return s ? s : "";
-}
-
-static void action_show_node(const json_t *n, int depth)
-{
-	const json_t *b = json_object_get(n, "bounds");
-	char bounds[96] = "";
-	if (b)
-		snprintf(bounds, sizeof bounds, " at %lld,%lld %lldx%lld",
-			 (long long)json_integer_value(json_object_get(b, "x")),
-			 (long long)json_integer_value(json_object_get(b, "y")),
-			 (long long)json_integer_value(json_object_get(b, "width")),
-			 (long long)json_integer_value(json_object_get(b, "height")));
-	printf("%*s%s \"%s\"%s\n", depth * 2, "", action_str(n, "role"), action_str(n, "name"),
-	       bounds);
-	size_t i;
-	json_t *c;
-	json_array_foreach(json_object_get(n, "children"), i, c)
-	{
-		action_show_node(c, depth + 1);
-	}
-}
-
-static int action_show_file(const json_t *r)
-{
-	const char *content = json_string_value(json_object_get(r, "content"));
-	const char *enc = json_string_value(json_object_get(r, "encoding"));
-	if (!content)
-		return 0;
-	if (enc && strcmp(enc, "base64") == 0) {
-		size_t n;
-		unsigned char *bytes = base64_decode(content, strlen(content), &n);
-		if (!bytes) {
-			fprintf(stderr, "cubicle: read_file answered bad base64\n");
-			return EXIT_API;
-		}
-		fwrite(bytes, 1, n, stdout);
-		free(bytes);
-		return 0;
-	}
-	fputs(content, stdout);
-	return 0;
-}
-
-/* bash/python: the command's output and its exit status. */
-static int action_show_proc(struct cli *cli, const json_t *r, int status)
-{
-	if (cli->json) {
-		out_json(r);
-	} else {
-		fputs(action_str(r, "stdout"), stdout);
-		fflush(stdout);
-		fputs(action_str(r, "stderr"), stderr);
-	}
-	if (status == 504) {
-		const char *why =
-		    json_string_value(json_object_get(json_object_get(r, "error"), "message"));
-		fprintf(stderr, "cubicle: %s\n", why ? why : "timed out");
-		return EXIT_TIMEDOUT;
-	}
-	long long code = EXIT_API;
-	struct err e;
-	param_int(r, "exit_code", 0, 255, &code, &e);
-	return (int)code;
-}
-
-/* Writes a screenshot's bytes where -o says. */
-static int action_show_image(struct cli *cli, const struct httpc_reply *r, const char *path)
-{
-	bool to_stdout = !path || strcmp(path, "-") == 0;
-	if (!path && isatty(STDOUT_FILENO)) {
-		fprintf(stderr,
-			"cubicle: the answer is an image: say where it goes with -o FILE\n");
-		return EXIT_USAGE;
-	}
-	FILE *f = to_stdout ? stdout : fopen(path, "wb");
-	if (!f) {
-		fprintf(stderr, "cubicle: cannot write %s: %s\n", path, strerror(errno));
-		return EXIT_API;
-	}
-	size_t n = fwrite(r->body, 1, r->body_len, f);
-	int bad = n != r->body_len || (to_stdout ? fflush(f) : fclose(f)) != 0;
-	if (bad) {
-		fprintf(stderr, "cubicle: cannot write %s: %s\n", to_stdout ? "stdout" : path,
-			strerror(errno));
-		return EXIT_API;
-	}
-	if (to_stdout)
-		return 0;
-	if (cli->json) {
-		json_t *j = json_pack("{s:s, s:I, s:i, s:i, s:f}", "path", path, "bytes",
-				      (json_int_t)r->body_len, "width", atoi(r->x_width), "height",
-				      atoi(r->x_height), "scale", atof(r->x_scale));
-		out_json(j);
-		json_decref(j);
-	} else
-		printf("%s %sx%s\n", path, r->x_width, r->x_height);
-	return 0;
-}
-
-static int action_show(struct cli *cli, const struct action_spec *s, const json_t *j)
-{
-	if (cli->json) {
-		out_json(j);
-		return 0;
-	}
-	switch (s ? s->show : S_KV) {
-	case S_QUIET:
-		break;
-	case S_FIELDS:
-		action_show_fields(j, s->fields);
-		break;
-	case S_TEXT:
-		fputs(action_str(j, s->fields), stdout);
-		if (strcmp(s->fields, "image") == 0)
-			putchar('\n');
-		break;
-	case S_WINDOWS:
-		action_show_windows(j);
-		break;
-	case S_TREE: {
-		size_t i;
-		json_t *n;
-		json_array_foreach(json_object_get(j, "applications"), i, n)
-		{
-			action_show_node(n, 0);
-		}
-		break;
-	}
-	case S_FILE:
-		return action_show_file(j);
-	default:
-		out_kv(j);
-	}
-	return 0;
 }
 
 /* Posts the action and shows its answer; the command's exit status. */
@@ -591,17 +311,7 @@ static int action_run(struct cli *cli, const struct action_spec *s, const char *
 	struct err e = {0};
 	if (api_call(cli, "POST", path, body, &r, &e) < 0)
 		return cli_fail(&e);
-	int rc;
-	json_t *j = api_reply_json(&r);
-	if (s && s->show == S_PROC && (r.status == 200 || r.status == 504) && j)
-		rc = action_show_proc(cli, j, r.status);
-	else if (r.status < 200 || r.status >= 300)
-		rc = err_from_json(&e, j, r.status) < 0 ? cli_fail(&e) : EXIT_API;
-	else if (strncmp(r.content_type, "image/", 6) == 0)
-		rc = action_show_image(cli, &r, output);
-	else
-		rc = action_show(cli, s, j);
-	json_decref(j);
+	int rc = answer_show(cli, s, &r, output);
 	httpc_reply_free(&r);
 	return rc;
 }
@@ -649,7 +359,7 @@ static struct opt *action_opts(const struct action_spec *s)
 {
 	struct opt *o = calloc(16, sizeof *o);
 	int n = 0;
-	for (const struct pspec *p = s->p; o && p->name; p++)
+	for (const struct pspec *p = action_params(s); o && p->name[0]; p++)
 		o[n++] = (struct opt){p->name, true, 0};
 	if (o) {
 		o[n++] = (struct opt){"param", true, 'p'};
