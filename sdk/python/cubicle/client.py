@@ -4,6 +4,7 @@ API (docs/api.md), JSON in and out, files streamed both ways."""
 import http.client
 import json
 import os
+import socket
 import threading
 import urllib.parse
 
@@ -11,6 +12,22 @@ from . import errors
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 CHUNK = 1 << 20
+
+
+def _no_delay(cls):
+    """cls with TCP_NODELAY: http.client writes the headers and the body
+    separately, and Nagle would hold the body back for the headers' ACK."""
+
+    class NoDelay(cls):
+        def connect(self):
+            super().connect()
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    return NoDelay
+
+
+HTTP = _no_delay(http.client.HTTPConnection)
+HTTPS = _no_delay(http.client.HTTPSConnection)
 
 
 class Client:
@@ -37,7 +54,7 @@ class Client:
     def _connection(self):
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            cls = HTTPS if self._https else HTTP
             conn = cls(self._host, self._port, timeout=self.timeout, blocksize=CHUNK)
             self._local.conn = conn
             self._local.used = False
