@@ -13,7 +13,7 @@
 #include "base64.h"
 #include "params.h"
 
-static void action_show_fields(const json_t *r, const char *fields)
+static void answer_fields(const json_t *r, const char *fields)
 {
 	char name[64];
 	const char *f = fields;
@@ -28,7 +28,7 @@ static void action_show_fields(const json_t *r, const char *fields)
 	putchar('\n');
 }
 
-static void action_show_windows(const json_t *r)
+static void answer_windows(const json_t *r)
 {
 	static const char *const head[] = {"ID",    "X",     "Y",   "WIDTH", "HEIGHT",
 					   "STATE", "CLASS", "PID", "TITLE"};
@@ -56,13 +56,13 @@ static void action_show_windows(const json_t *r)
 }
 
 /* A string field, "" when absent. */
-static const char *action_str(const json_t *j, const char *name)
+static const char *answer_str(const json_t *j, const char *name)
 {
 	const char *s = json_string_value(json_object_get(j, name));
 	return s ? s : "";
 }
 
-static void action_show_node(const json_t *n, int depth)
+static void answer_node(const json_t *n, int depth)
 {
 	const json_t *b = json_object_get(n, "bounds");
 	char bounds[96] = "";
@@ -72,17 +72,17 @@ static void action_show_node(const json_t *n, int depth)
 			 (long long)json_integer_value(json_object_get(b, "y")),
 			 (long long)json_integer_value(json_object_get(b, "width")),
 			 (long long)json_integer_value(json_object_get(b, "height")));
-	printf("%*s%s \"%s\"%s\n", depth * 2, "", action_str(n, "role"), action_str(n, "name"),
+	printf("%*s%s \"%s\"%s\n", depth * 2, "", answer_str(n, "role"), answer_str(n, "name"),
 	       bounds);
 	size_t i;
 	json_t *c;
 	json_array_foreach(json_object_get(n, "children"), i, c)
 	{
-		action_show_node(c, depth + 1);
+		answer_node(c, depth + 1);
 	}
 }
 
-static int action_show_file(const json_t *r)
+static int answer_file(const json_t *r)
 {
 	const char *content = json_string_value(json_object_get(r, "content"));
 	const char *enc = json_string_value(json_object_get(r, "encoding"));
@@ -104,14 +104,17 @@ static int action_show_file(const json_t *r)
 }
 
 /* bash/python: the command's output and its exit status. */
-static int action_show_proc(struct cli *cli, const json_t *r, int status)
+static int answer_proc(struct cli *cli, const json_t *r, int status)
 {
 	if (cli->json) {
 		out_json(r);
 	} else {
-		fputs(action_str(r, "stdout"), stdout);
+		/* With their length: the output may hold NUL characters. */
+		const json_t *out = json_object_get(r, "stdout"),
+			     *err = json_object_get(r, "stderr");
+		fwrite(json_string_value(out), 1, json_string_length(out), stdout);
 		fflush(stdout);
-		fputs(action_str(r, "stderr"), stderr);
+		fwrite(json_string_value(err), 1, json_string_length(err), stderr);
 	}
 	if (status == 504) {
 		const char *why =
@@ -126,7 +129,7 @@ static int action_show_proc(struct cli *cli, const json_t *r, int status)
 }
 
 /* Writes a screenshot's bytes where -o says. */
-static int action_show_image(struct cli *cli, const struct httpc_reply *r, const char *path)
+static int answer_image(struct cli *cli, const struct httpc_reply *r, const char *path)
 {
 	bool to_stdout = !path || strcmp(path, "-") == 0;
 	if (!path && isatty(STDOUT_FILENO)) {
@@ -159,7 +162,7 @@ static int action_show_image(struct cli *cli, const struct httpc_reply *r, const
 	return 0;
 }
 
-static int action_show(struct cli *cli, const struct action_spec *s, const json_t *j)
+static int answer_json(struct cli *cli, const struct action_spec *s, const json_t *j)
 {
 	if (cli->json) {
 		out_json(j);
@@ -169,27 +172,27 @@ static int action_show(struct cli *cli, const struct action_spec *s, const json_
 	case S_QUIET:
 		break;
 	case S_FIELDS:
-		action_show_fields(j, s->fields);
+		answer_fields(j, s->fields);
 		break;
 	case S_TEXT:
-		fputs(action_str(j, s->fields), stdout);
+		fputs(answer_str(j, s->fields), stdout);
 		if (strcmp(s->fields, "image") == 0)
 			putchar('\n');
 		break;
 	case S_WINDOWS:
-		action_show_windows(j);
+		answer_windows(j);
 		break;
 	case S_TREE: {
 		size_t i;
 		json_t *n;
 		json_array_foreach(json_object_get(j, "applications"), i, n)
 		{
-			action_show_node(n, 0);
+			answer_node(n, 0);
 		}
 		break;
 	}
 	case S_FILE:
-		return action_show_file(j);
+		return answer_file(j);
 	default:
 		out_kv(j);
 	}
@@ -205,13 +208,17 @@ int answer_show(struct cli *cli, const struct action_spec *s, const struct httpc
 	int rc;
 	json_t *j = api_reply_json(r);
 	if (s && s->show == S_PROC && (r->status == 200 || r->status == 504) && j)
-		rc = action_show_proc(cli, j, r->status);
+		rc = answer_proc(cli, j, r->status);
 	else if (r->status < 200 || r->status >= 300)
 		rc = err_from_json(&e, j, r->status) < 0 ? cli_fail(&e) : EXIT_API;
 	else if (strncmp(r->content_type, "image/", 6) == 0)
-		rc = action_show_image(cli, r, output);
+		rc = answer_image(cli, r, output);
+	else if (!j)
+		rc = cli_fail(
+		    &(struct err){.code = ERR_INTERNAL,
+				  .message = "cubicled answered something that is not JSON"});
 	else
-		rc = action_show(cli, s, j);
+		rc = answer_json(cli, s, j);
 	json_decref(j);
 	return rc;
 }

@@ -116,7 +116,7 @@ json_t *api_reply_json(const struct httpc_reply *r)
 {
 	if (!r->body || strncmp(r->content_type, "application/json", 16) != 0)
 		return NULL;
-	return json_loadb(r->body, r->body_len, 0, NULL);
+	return json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, NULL);
 }
 
 int api_json(struct cli *cli, const char *method, const char *path, const json_t *body,

@@ -154,8 +154,9 @@ static void cli_init(struct cli *cli)
 	cli->tty = isatty(STDERR_FILENO);
 }
 
-/* The global options before the command; returns the command's index. */
-static int cli_globals(struct cli *cli, int argc, char **argv, bool *help)
+/* The global options before the command; returns the command's index.
+ * *done >= 0 when the run ends here with that status (--version, errors). */
+static int cli_globals(struct cli *cli, int argc, char **argv, bool *help, int *done)
 {
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
@@ -166,7 +167,8 @@ static int cli_globals(struct cli *cli, int argc, char **argv, bool *help)
 			*help = true;
 		} else if (strcmp(s, "--version") == 0) {
 			printf("cubicle %s\n", CUBICLE_VERSION);
-			exit(0);
+			*done = 0;
+			return i;
 		} else if ((strcmp(s, "--url") == 0 || strcmp(s, "--api-key") == 0) &&
 			   i + 1 < argc) {
 			if (s[2] == 'u')
@@ -178,7 +180,8 @@ static int cli_globals(struct cli *cli, int argc, char **argv, bool *help)
 		} else if (strncmp(s, "--api-key=", 10) == 0) {
 			cli->api_key = s + 10;
 		} else {
-			exit(cli_usage(NULL, "unknown option '%s'", s));
+			*done = cli_usage(NULL, "unknown option '%s'", s);
+			return i;
 		}
 	}
 	return i;
@@ -187,7 +190,10 @@ static int cli_globals(struct cli *cli, int argc, char **argv, bool *help)
 static int cli_run(struct cli *cli, int argc, char **argv)
 {
 	bool help = false;
-	int i = cli_globals(cli, argc, argv, &help);
+	int done = -1;
+	int i = cli_globals(cli, argc, argv, &help, &done);
+	if (done >= 0)
+		return done;
 	if (i >= argc) {
 		if (help) {
 			help_main();
@@ -204,15 +210,17 @@ static int cli_run(struct cli *cli, int argc, char **argv)
 	const struct action_spec *s = c ? NULL : action_spec_find(name);
 	if (!c && !s)
 		return cli_usage(NULL, "unknown command '%s'", name);
+	if (s && help) {
+		action_help(s);
+		return 0;
+	}
 	if (s)
 		return action_command(cli, s, argc - i - 1, argv + i + 1);
 	struct args a;
 	int rc = args_parse(cli, c->name, argc - i - 1, argv + i + 1, c->opts, &a);
 	if (rc == 0 && (a.help || help))
 		help_command(c);
-	else if (rc == 0)
-		rc = api_need_key(cli);
-	if (rc == 0 && !a.help && !help)
+	else if (rc == 0 && (rc = api_need_key(cli)) == 0)
 		rc = c->run(cli, &a);
 	args_free(&a);
 	return rc;

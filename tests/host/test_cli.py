@@ -113,6 +113,7 @@ class Shell(unittest.TestCase):
         p = cli("bash", sandbox, "echo out; echo err >&2; exit 7")
         self.assertEqual((p.returncode, p.stdout, p.stderr), (7, b"out\n", b"err\n"))
         self.assertEqual(cli("bash", sandbox, "true").returncode, 0)
+        self.assertEqual(cli("bash", sandbox, r"printf 'a\0b'").stdout, b"a\0b")
 
     def test_bash_timeout_and_json(self):
         p = cli("bash", sandbox, "echo partial; sleep 30", "--timeout-s", "1")
