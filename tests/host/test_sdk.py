@@ -144,8 +144,9 @@ class Desktop(unittest.TestCase):
         pos = desktop.get_cursor_position()
         self.assertEqual((pos["x"], pos["y"]), (300, 400))
         self.assertEqual(desktop.move_cursor(5, 6)["x"], 5)
-        self.assertEqual(desktop.drag(10, 10, 50, 60)["y"], 60)
-        desktop.double_click(20, 20)
+        # Away from the panel, whose menu button would grab the pointer.
+        self.assertEqual(desktop.drag(200, 300, 400, 500)["y"], 500)
+        desktop.double_click(600, 600)
         self.assertTrue(desktop.scroll("down", 2, x=500, y=500)["ok"])
         self.assertTrue(desktop.scroll_up(1)["ok"])
         self.assertEqual(desktop.get_screen_size(), {"width": 1024, "height": 768})
@@ -154,6 +155,13 @@ class Desktop(unittest.TestCase):
         win = desktop.launch("xfce4-terminal", wait_s=20)["window"]
         self.assertTrue(win)
         self.assertIn(win["id"], [w["id"] for w in desktop.windows()])
+        desktop.set_window_size(win["id"], 600, 400)
+        size = desktop.get_window_size(win["id"])
+        # A terminal rounds its size to whole character cells.
+        self.assertLess(abs(size["width"] - 600) + abs(size["height"] - 400), 30, size)
+        desktop.set_window_position(win["id"], 50, 60)
+        pos = desktop.get_window_position(win["id"])
+        self.assertEqual((pos["x"], pos["y"]), (50, 60))
         desktop.focus_window(win["id"])
         desktop.type("echo typed-by-sdk > /tmp/typed")
         desktop.key("Return")
