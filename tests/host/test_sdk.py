@@ -37,6 +37,7 @@ def tearDownModule():
     for c in (sandbox, desktop):
         if c:
             c.__exit__(None, None, None)
+    client.close()
     srv.stop()
 
 
@@ -194,8 +195,9 @@ class Desktop(unittest.TestCase):
         self.assertEqual(u.path, "/embed/" + desktop.id)
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         conn.request("GET", u.path + "?" + u.query)
-        self.assertEqual(conn.getresponse().status, 200)
+        status = conn.getresponse().status
         conn.close()
+        self.assertEqual(status, 200)
         self.assertIn("view_only=1", desktop.stream_url(view_only=True))
 
 
@@ -227,8 +229,9 @@ class Errors(unittest.TestCase):
         self.assertIn("display", cm.exception.message)
 
     def test_keys_and_reachability(self):
-        with self.assertRaises(cubicle.Unauthorized) as cm:
-            Computer.list(client=cubicle.Client(client.url, "ck_wrong"))
+        with self.assertRaises(cubicle.Unauthorized) as cm, \
+                cubicle.Client(client.url, "ck_wrong") as wrong:
+            Computer.list(client=wrong)
         self.assertEqual(cm.exception.status, 401)
         with self.assertRaises(cubicle.ConnectionFailed):
             Computer.list(client=cubicle.Client("http://127.0.0.1:1", "k"))

@@ -61,10 +61,18 @@ class Client:
         return conn
 
     def close(self):
+        """Closes this thread's connection (the next call opens a new one)."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     def _send(self, method, path, body, headers):
         """Sends a request and returns the response (not yet read). A kept-alive
