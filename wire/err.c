@@ -15,16 +15,6 @@ static int err_vset(struct err *e, enum err_code code, const char *param, const 
 	return -1;
 }
 
-/* Sets e without formatting: the message is taken as it is. */
-static void err_copy(struct err *e, enum err_code code, const char *param, const char *message)
-{
-	if (!e)
-		return;
-	e->code = code;
-	snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-	snprintf(e->message, sizeof e->message, "%s", message);
-}
-
 int err_set(struct err *e, enum err_code code, const char *fmt, ...)
 {
 	va_list ap;
@@ -105,20 +95,30 @@ json_t *err_to_json(const struct err *e)
 	return json_pack("{s:o}", "error", inner);
 }
 
-int err_from_json(struct err *e, const json_t *j, int http_status)
+/* The code whose status is `status`, the first of the table for a shared one. */
+static enum err_code err_code_for_status(int status)
+{
+	for (size_t i = 1; i < sizeof err_table / sizeof err_table[0]; i++)
+		if (err_table[i].status == status)
+			return (enum err_code)i;
+	return status >= 400 && status < 500 ? ERR_BAD_REQUEST : ERR_INTERNAL;
+}
+
+int err_from_json(struct err *e, const json_t *j, int status)
 {
 	const json_t *inner = json_object_get(j, "error");
 	const char *code = json_string_value(json_object_get(inner, "code"));
-	const char *msg = json_string_value(json_object_get(inner, "message"));
+	const char *message = json_string_value(json_object_get(inner, "message"));
 	const char *param = json_string_value(json_object_get(inner, "param"));
-	size_t n = sizeof err_table / sizeof err_table[0], i;
-	for (i = 1; i < n; i++) /* by name, else the first code of the status */
-		if (code && strcmp(err_table[i].name, code) == 0)
-			break;
-	for (size_t k = 1; i == n && k < n; k++)
-		if (err_table[k].status == http_status)
-			i = k;
-	enum err_code c = i < n ? (enum err_code)i : ERR_INTERNAL;
-	err_copy(e, c, param, msg ? msg : err_table[c].name);
+	enum err_code c = err_code_for_status(status);
+	for (size_t i = 1; code && i < sizeof err_table / sizeof err_table[0]; i++)
+		if (strcmp(code, err_table[i].name) == 0)
+			c = (enum err_code)i;
+	if (message)
+		err_set(e, c, "%s", message);
+	else
+		err_set(e, c, "HTTP status %d (%s)", status, err_code_name(c));
+	if (e && param)
+		snprintf(e->param, sizeof e->param, "%s", param);
 	return -1;
 }

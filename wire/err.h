@@ -51,10 +51,10 @@ const char *err_code_name(enum err_code code);
 json_t *err_to_json(const struct err *e);
 
 /*
- * The reverse, for an error answer another cubicle service sent (envd's, to
- * cubicled): fills e from `j` ({"error":{...}}, or NULL when the body was not
- * JSON), falling back to the HTTP status for the code. Returns -1.
+ * The reverse, for clients: fills e from an error answer `j` of HTTP status
+ * `status` and returns -1. An unknown code or a body that is not such an
+ * object still gives a usable error (code from the status, a generic message).
  */
-int err_from_json(struct err *e, const json_t *j, int http_status);
+int err_from_json(struct err *e, const json_t *j, int status);
 
 #endif
