@@ -50,7 +50,7 @@ function pngSize(buf) {
 }
 
 before(async () => {
-	srv = await new Cubicled().start();
+	srv = await new Cubicled(["--mcp-origins", "https://agent.example,http://localhost:5173"]).start();
 	key = (await srv.workspace("mcp")).key;
 	otherKey = (await srv.workspace("other")).key;
 	client = await connect(key);
@@ -138,6 +138,16 @@ describe("the SDK client", () => {
 
 		const listed = await call("list_computers", { state: "running" });
 		assert.deepEqual(listed.structuredContent.computers.map((x) => x.id), [computer]);
+
+		const stopped = await call("stop_computer", { computer_id: computer });
+		assert.equal(stopped.structuredContent.state, "stopped");
+		assert.match(await callFails("get_cursor_position", { computer_id: computer }), /conflict.*stopped/);
+		const started = await call("start_computer", { computer_id: computer });
+		assert.equal(started.structuredContent.state, "running");
+		const got = await call("get_computer", { computer_id: computer });
+		assert.equal(got.structuredContent.state, "running");
+		const again = await call("read_file", { computer_id: computer, path: "note.txt" });
+		assert.equal(again.structuredContent.content, "héllo"); // the disk was kept
 	});
 
 	test("failing calls are tool errors with the API's message", async () => {
@@ -218,6 +228,15 @@ describe("the transport, raw", () => {
 		r = await post({ jsonrpc: "2.0", id: 1, method: "ping" }, { Origin: `http://127.0.0.1:${srv.port}` });
 		assert.equal(r.status, 200);
 		assert.deepEqual(await r.json(), { jsonrpc: "2.0", id: 1, result: {} });
+		// --mcp-origins lists more, exactly.
+		for (const origin of ["https://agent.example", "http://localhost:5173"]) {
+			r = await post({ jsonrpc: "2.0", id: 1, method: "ping" }, { Origin: origin });
+			assert.equal(r.status, 200, origin);
+		}
+		for (const origin of ["https://agent.example.evil", "http://localhost:5174", "null"]) {
+			r = await post({ jsonrpc: "2.0", id: 1, method: "ping" }, { Origin: origin });
+			assert.equal(r.status, 403, origin);
+		}
 	});
 
 	test("notifications are 202 with no body; requests are JSON", async () => {
