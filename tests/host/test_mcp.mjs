@@ -129,6 +129,9 @@ describe("the SDK client", () => {
 		assert.equal(sh.structuredContent.stdout, "hi from user\n");
 		assert.equal(JSON.parse(sh.content[0].text).exit_code, 3);
 
+		const py = await call("python", { computer_id: computer, code: "import sys; print(6 * 7); sys.exit(1)" });
+		assert.deepEqual([py.structuredContent.stdout, py.structuredContent.exit_code], ["42\n", 1]);
+
 		await call("write_file", { computer_id: computer, path: "note.txt", content: "héllo" });
 		const rf = await call("read_file", { computer_id: computer, path: "note.txt" });
 		assert.equal(rf.structuredContent.content, "héllo");
