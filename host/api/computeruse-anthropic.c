@@ -328,7 +328,9 @@ int cu_anthropic(struct cu *u, const json_t *in, const char *tool_use_id, json_t
 		    "cursor_position, scroll, hold_key, wait, left_mouse_down, "
 		    "left_mouse_up, zoom)",
 		    name);
-	struct cu_result res = {0};
+	/* The reference waits for the screen to settle but for a screenshot. */
+	struct cu_result res = {.settle = strcmp(name, "screenshot") != 0 &&
+					  strcmp(name, "zoom") != 0 && strcmp(name, "wait") != 0};
 	char *b64 = NULL;
 	if (cu_a_check(in, a, e) < 0 || a->run(u, a->name, in, &res, e) < 0 ||
 	    (a->screenshot && cu_screenshot(u, &res, &b64, e) < 0))

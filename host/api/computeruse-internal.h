@@ -22,8 +22,9 @@ struct cu {
 	struct core *core;
 	const char *id, *ws;
 	bool scaled;
-	int sw, sh; /* the screen (when scaled) */
-	int dw, dh; /* the agent's display (when scaled) */
+	int sw, sh;    /* the screen (when scaled) */
+	int dw, dh;    /* the agent's display (when scaled) */
+	int settle_ms; /* wait before the screenshot that follows an action */
 };
 
 /* What an action leaves for the answer. */
@@ -31,6 +32,7 @@ struct cu_result {
 	char text[96]; /* Anthropic's text output, "" for none */
 	int region[4]; /* zoom: the screen region x, y, width, height to show */
 	bool zoom;
+	bool settle; /* the screen may still be changing: wait settle_ms first */
 };
 
 /* ---- coordinates (computeruse.c) ---- */
@@ -68,7 +70,8 @@ int cu_with_mods(struct cu *u, const char *mods, const char *action, json_t *par
 int cu_cursor(struct cu *u, int *x, int *y, struct err *e);
 /* A base64 PNG of what the agent sees (malloc'd into *b64). */
 int cu_screenshot(struct cu *u, const struct cu_result *res, char **b64, struct err *e);
-/* Keys the request may carry besides the tool's input (display, dialect). */
+/* Keys the request may carry besides the tool's input (display, dialect,
+ * screenshot_delay_ms). */
 bool cu_wrapper_key(const char *k);
 
 /* ---- the dialects ---- */

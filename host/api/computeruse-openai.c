@@ -239,7 +239,8 @@ int cu_openai(struct cu *u, const json_t *in, const char *call_id, json_t **out,
 				 "double_click, drag, keypress, move, screenshot, scroll, type, "
 				 "wait)",
 				 name);
-	struct cu_result res = {0};
+	struct cu_result res = {.settle =
+				    strcmp(name, "screenshot") != 0 && strcmp(name, "wait") != 0};
 	char *b64 = NULL;
 	if (cu_o_check(in, a, e) < 0 || a->run(u, in, e) < 0 || cu_screenshot(u, &res, &b64, e) < 0)
 		return -1;

@@ -180,6 +180,8 @@ int cu_with_mods(struct cu *u, const char *mods, const char *action, json_t *par
  * (zoom) a screen region fitted into it. malloc'd into *b64. */
 int cu_screenshot(struct cu *u, const struct cu_result *res, char **b64, struct err *e)
 {
+	if (res->settle && u->settle_ms > 0)
+		cu_sleep_ms(u->settle_ms);
 	json_t *p;
 	if (res->zoom)
 		p = json_pack("{s:i, s:i, s:i, s:i}", "x", res->region[0], "y", res->region[1],
@@ -217,7 +219,8 @@ int cu_cursor(struct cu *u, int *x, int *y, struct err *e)
 /* Keys the wrapper may carry besides the tool's input. */
 bool cu_wrapper_key(const char *k)
 {
-	return strcmp(k, "display") == 0 || strcmp(k, "dialect") == 0;
+	return strcmp(k, "display") == 0 || strcmp(k, "dialect") == 0 ||
+	       strcmp(k, "screenshot_delay_ms") == 0;
 }
 
 /* ---- the request ------------------------------------------------------------------ */
@@ -268,6 +271,28 @@ static int cu_display(struct cu *u, const json_t *body, const struct httpd_reque
 	return 0;
 }
 
+/* screenshot_delay_ms from the body or the query: 0 to 10000. */
+static int cu_settle(struct cu *u, const json_t *body, const struct httpd_request *req,
+		     struct err *e)
+{
+	long long ms = 0;
+	int r = param_int(body, "screenshot_delay_ms", 0, 10000, &ms, e);
+	const char *q = httpd_query(req, "screenshot_delay_ms");
+	if (r < 0)
+		return -1;
+	if (r == 0 && q) {
+		char *end;
+		errno = 0;
+		ms = strtoll(q, &end, 10);
+		if (errno || *end || end == q || ms < 0 || ms > 10000)
+			return err_param(
+			    e, "screenshot_delay_ms",
+			    "screenshot_delay_ms: milliseconds, 0 to 10000, not '%.40s'", q);
+	}
+	u->settle_ms = (int)ms;
+	return 0;
+}
+
 static int cu_run(struct cu *u, const json_t *body, const struct httpd_request *req, json_t **out,
 		  struct err *e)
 {
@@ -289,8 +314,9 @@ static int cu_run(struct cu *u, const json_t *body, const struct httpd_request *
 	json_t *in = NULL;
 	const char *ref = NULL;
 	if (type && strcmp(type, "tool_use") == 0) {
-		static const char *const known[] = {"type",    "id",	  "name", "input",
-						    "display", "dialect", NULL};
+		static const char *const known[] = {
+		    "type", "id", "name", "input", "display", "dialect", "screenshot_delay_ms",
+		    NULL};
 		if (params_check_known(body, known, e) < 0 ||
 		    param_object(body, "input", &in, e) < 0 || param_str(body, "id", &ref, e) < 0)
 			return -1;
@@ -298,10 +324,16 @@ static int cu_run(struct cu *u, const json_t *body, const struct httpd_request *
 			return err_param(e, "input", "input: required in a tool_use block");
 		dialect = 0;
 	} else if (type && strcmp(type, "computer_call") == 0) {
-		static const char *const known[] = {
-		    "type",   "id",	 "call_id", "action",
-		    "status", "display", "dialect", "pending_safety_checks",
-		    NULL};
+		static const char *const known[] = {"type",
+						    "id",
+						    "call_id",
+						    "action",
+						    "status",
+						    "display",
+						    "dialect",
+						    "pending_safety_checks",
+						    "screenshot_delay_ms",
+						    NULL};
 		if (params_check_known(body, known, e) < 0 ||
 		    param_object(body, "action", &in, e) < 0 ||
 		    param_str(body, "call_id", &ref, e) < 0)
@@ -321,7 +353,7 @@ static int cu_run(struct cu *u, const json_t *body, const struct httpd_request *
 			    "({\"action\": \"left_click\", ...}) nor an OpenAI computer-use "
 			    "action ({\"type\": \"click\", ...}); 'dialect' can say which");
 	}
-	if (cu_display(u, body, req, e) < 0)
+	if (cu_display(u, body, req, e) < 0 || cu_settle(u, body, req, e) < 0)
 		return -1;
 	if (!in)
 		in = (json_t *)body;

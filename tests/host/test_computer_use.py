@@ -263,6 +263,20 @@ class Anthropic(Base):
                           {"x": x0, "y": y0, "width": 120, "height": 90}, key=key).body)
         self.assertEqual(png.rows, ref.rows)
 
+    def test_screenshot_delay(self):
+        """The screenshot after the action may wait for the screen to settle."""
+        x, y = inside(-30, 30)
+        png_of(cu({"action": "left_click", "coordinate": [x, y], "screenshot_delay_ms": 50}))
+        self.assertEqual(presses(self.xev.buttons(1)), [(1, (x, y), 0)])
+        self.xev.mark()
+        png_of(cu({"type": "click", "x": x, "y": y}, "?screenshot_delay_ms=20"))
+        self.assertEqual(presses(self.xev.buttons(1)), [(1, (x, y), 0)])
+        for body, query in (({"screenshot_delay_ms": 20000}, ""), ({}, "?screenshot_delay_ms=x"),
+                            ({"screenshot_delay_ms": -1}, "")):
+            body.update({"action": "screenshot"})
+            e = cu(body, query, status=400)["error"]
+            self.assertEqual(e["param"], "screenshot_delay_ms", e)
+
     def test_tool_use_block(self):
         out = cu({"type": "tool_use", "id": "toolu_01", "name": "computer",
                   "input": {"action": "cursor_position"}})
