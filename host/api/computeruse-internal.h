@@ -38,9 +38,19 @@ struct cu_result {
 /* ---- coordinates (computeruse.c) ---- */
 
 /* Agent pixel a (of d) → the screen pixel (of s) under the centre of what it
- * shows; screen pixel v → the agent pixel that shows its centre. */
-int cu_to_screen(long long a, int d, int s);
-int cu_to_agent(long long v, int d, int s);
+ * shows: a scaled pixel a shows screen [a*s/d, (a+1)*s/d) (envd's box
+ * filter), whose middle is (2a+1)*s / 2d. */
+static inline int cu_to_screen(long long a, int d, int s)
+{
+	return (int)((2 * a + 1) * s / (2LL * d));
+}
+
+/* Screen pixel v → the agent pixel that shows its centre (v + 1/2). With
+ * s >= d, cu_to_agent(cu_to_screen(a)) == a for every a (tests/unit). */
+static inline int cu_to_agent(long long v, int d, int s)
+{
+	return (int)((2 * v + 1) * d / (2LL * s));
+}
 /* An agent point (JSON integers) to the screen; the names name them in errors. */
 int cu_map(const struct cu *u, const char *xname, const char *yname, const json_t *jx,
 	   const json_t *jy, int *x, int *y, struct err *e);

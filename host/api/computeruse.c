@@ -25,20 +25,6 @@
 
 /* ---- coordinates --------------------------------------------------------------- */
 
-/* Agent pixel a (of d) → the screen pixel (of s) under the centre of what it
- * shows. A scaled pixel a shows screen [a*s/d, (a+1)*s/d) (envd's box filter). */
-int cu_to_screen(long long a, int d, int s)
-{
-	return (int)((2 * a + 1) * s / (2LL * d));
-}
-
-/* Screen pixel v → the agent pixel that shows its centre. With s >= d,
- * cu_to_agent(cu_to_screen(a)) == a for every a. */
-int cu_to_agent(long long v, int d, int s)
-{
-	return (int)((2 * v + 1) * d / (2LL * s));
-}
-
 /* One agent coordinate (of the display's d pixels, the screen's s) to the
  * screen; `name` names it in errors. */
 static int cu_map1(const struct cu *u, const char *name, const json_t *j, int d, int s, int *out,
