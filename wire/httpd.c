@@ -399,7 +399,7 @@ static void request_fill_req(struct lws *wsi, struct httpd_request *req, char *t
 	} methods[] = {
 	    {LWSHUMETH_GET, HTTPD_GET, "GET"},	     {LWSHUMETH_POST, HTTPD_POST, "POST"},
 	    {LWSHUMETH_PUT, HTTPD_PUT, "PUT"},	     {LWSHUMETH_DELETE, HTTPD_DELETE, "DELETE"},
-	    {LWSHUMETH_PATCH, HTTPD_PATCH, "PATCH"},
+	    {LWSHUMETH_PATCH, HTTPD_PATCH, "PATCH"}, {LWSHUMETH_OPTIONS, HTTPD_OPTIONS, "OPTIONS"},
 	};
 	req->method = HTTPD_OTHER;
 	req->method_name = "?";

@@ -25,7 +25,15 @@
 #define HTTPD_MAX_QUERY 32
 #define HTTPD_MAX_EXTRA 4 /* httpd_opts.extra_headers */
 
-enum httpd_method { HTTPD_GET, HTTPD_POST, HTTPD_PUT, HTTPD_DELETE, HTTPD_PATCH, HTTPD_OTHER };
+enum httpd_method {
+	HTTPD_GET,
+	HTTPD_POST,
+	HTTPD_PUT,
+	HTTPD_DELETE,
+	HTTPD_PATCH,
+	HTTPD_OPTIONS,
+	HTTPD_OTHER
+};
 
 /* A request as handlers see it: everything copied off the connection. */
 struct httpd_request {

@@ -723,6 +723,10 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 	bool mcp = strcmp(req->path, "/mcp") == 0;
 	if (mcp && mcp_check_origin(a->mcp, req, e) < 0)
 		return -1;
+	if (mcp && req->method == HTTPD_OPTIONS) { /* a CORS preflight has no key */
+		route->handler = mcp_preflight;
+		return 0;
+	}
 	struct api_caller *c = calloc(1, sizeof *c);
 	if (!c)
 		return err_set(e, ERR_INTERNAL, "out of memory");

@@ -93,6 +93,27 @@ int mcp_check_origin(const struct mcp *m, const struct httpd_request *req, struc
 		       req->origin);
 }
 
+/* A configured cross-origin caller (a browser page) may read the answer. */
+static void mcp_cors(const struct httpd_request *req, struct httpd_response *resp)
+{
+	if (!req->origin[0])
+		return;
+	httpd_add_header(resp, "access-control-allow-origin:", req->origin);
+	httpd_add_header(resp, "vary:", "Origin");
+}
+
+void mcp_preflight(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	(void)ctx;
+	mcp_cors(req, resp);
+	httpd_add_header(resp, "access-control-allow-methods:", "POST");
+	httpd_add_header(resp, "access-control-allow-headers:",
+			 "authorization, content-type, accept, mcp-protocol-version");
+	httpd_add_header(resp, "access-control-max-age:", "600");
+	resp->status = 204;
+	resp->content_type = "text/plain";
+}
+
 /* Whether an Accept header admits application/json (absent: yes). */
 static bool mcp_accepts_json(const char *accept)
 {
@@ -204,6 +225,7 @@ static void mcp_respond(struct httpd_response *resp, int status, json_t *body)
 void mcp_handle(struct mcp *m, const char *ws, struct httpd_request *req,
 		struct httpd_response *resp)
 {
+	mcp_cors(req, resp);
 	if (req->method != HTTPD_POST) {
 		/* No server-initiated stream (GET), no session to end (DELETE). */
 		httpd_add_header(resp, "allow:", "POST");

@@ -42,6 +42,10 @@ extern const char *const mcp_extra_headers[];
 /* Origin check (router, before authentication): -1 with ERR_FORBIDDEN. */
 int mcp_check_origin(const struct mcp *m, const struct httpd_request *req, struct err *e);
 
+/* A browser's CORS preflight (OPTIONS, no key) from an Origin that passed
+ * mcp_check_origin(): 204 with what a POST may carry. */
+void mcp_preflight(void *ctx, struct httpd_request *req, struct httpd_response *resp);
+
 /* One request to /mcp by an authenticated caller (ws NULL for the admin).
  * Worker thread: tool calls block. */
 void mcp_handle(struct mcp *m, const char *ws, struct httpd_request *req,

@@ -240,6 +240,25 @@ describe("the transport, raw", () => {
 			r = await post({ jsonrpc: "2.0", id: 1, method: "ping" }, { Origin: origin });
 			assert.equal(r.status, 403, origin);
 		}
+		// A browser page there may read the answers (CORS), after a preflight
+		// that carries no key.
+		r = await post({ jsonrpc: "2.0", id: 1, method: "ping" }, { Origin: "https://agent.example" });
+		assert.equal(r.headers.get("access-control-allow-origin"), "https://agent.example");
+		const preflight = (origin) =>
+			fetch(srv.base + "/mcp", {
+				method: "OPTIONS",
+				headers: {
+					Origin: origin,
+					"Access-Control-Request-Method": "POST",
+					"Access-Control-Request-Headers": "authorization, content-type",
+				},
+			});
+		r = await preflight("https://agent.example");
+		assert.equal(r.status, 204);
+		assert.equal(r.headers.get("access-control-allow-origin"), "https://agent.example");
+		assert.match(r.headers.get("access-control-allow-headers"), /authorization/);
+		assert.equal(r.headers.get("access-control-allow-methods"), "POST");
+		assert.equal((await preflight("https://elsewhere.example")).status, 403);
 	});
 
 	test("notifications are 202 with no body; requests are JSON", async () => {
