@@ -35,21 +35,25 @@ def populate(desk):
                 "260x160+980+600", "--color", "3366cc", "--title", "colour"])
 
 
+def wait_drawn(ka):
+    """Waits until every window has drawn: envd's PNG stops changing size."""
+    last = [0]
+
+    def settled():
+        n = len(ka.post("screenshot", {}))
+        same = n == last[0] and n > 100_000
+        last[0] = n
+        return same
+    harness.wait_until(settled, 30, "the desktop to finish drawing", interval=0.5)
+
+
 def main():
     desk, envd = harness.start_desktop_and_envd()
     tmp = tempfile.mkdtemp(prefix="cubicle-bench-")
     try:
         populate(desk)
         ka = KeepAlive(envd)
-        # Wait until every window has drawn: the PNG stops changing size.
-        last = [0]
-
-        def settled():
-            n = len(ka.post("screenshot", {}))
-            same = n == last[0] and n > 100_000
-            last[0] = n
-            return same
-        harness.wait_until(settled, 30, "the desktop to finish drawing", interval=0.5)
+        wait_drawn(ka)
 
         sizes = {}
 

@@ -56,6 +56,8 @@ static void main_usage(FILE *to)
 	      "  --frame-ancestors SRC     CSP frame-ancestors of the embed page (default 'self')\n"
 	      "  --stream-ttl-max S        longest stream token lifetime (default 600)\n"
 	      "  --stream-max S            longest an open stream lives (default 3600)\n"
+	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
+	      "                            besides cubicled's own (default none)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -155,7 +157,7 @@ static char *main_admin_key(const char *state_dir)
 int main(int argc, char **argv)
 {
 	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
-	const char *frame_ancestors = "'self'";
+	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
@@ -173,6 +175,11 @@ int main(int argc, char **argv)
 	    {"idle-timeout", required_argument, NULL, 't'},
 	    {"ready-timeout", required_argument, NULL, 'r'},
 	    {"warm-pool", required_argument, NULL, 'w'},
+	    {"web", required_argument, NULL, 'W'},
+	    {"frame-ancestors", required_argument, NULL, 'F'},
+	    {"stream-ttl-max", required_argument, NULL, 'T'},
+	    {"stream-max", required_argument, NULL, 'M'},
+	    {"mcp-origins", required_argument, NULL, 'O'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -217,6 +224,9 @@ int main(int argc, char **argv)
 			break;
 		case 'F':
 			frame_ancestors = optarg;
+			break;
+		case 'O':
+			mcp_origins = optarg;
 			break;
 		case 'T':
 			stream_ttl_max = (int)main_number(optarg, "--stream-ttl-max", 1, 86400);
@@ -315,6 +325,7 @@ int main(int argc, char **argv)
 	    .frame_ancestors = frame_ancestors,
 	    .stream_ttl_max_s = stream_ttl_max,
 	    .stream_max_s = stream_max,
+	    .mcp_origins = mcp_origins,
 	};
 	main_api = api_create(core, store, &ao, &e);
 	if (!main_api) {

@@ -94,3 +94,31 @@ json_t *err_to_json(const struct err *e)
 		json_object_set_new(inner, "param", json_string_lossy(e->param));
 	return json_pack("{s:o}", "error", inner);
 }
+
+/* The code whose status is `status`, the first of the table for a shared one. */
+static enum err_code err_code_for_status(int status)
+{
+	for (size_t i = 1; i < sizeof err_table / sizeof err_table[0]; i++)
+		if (err_table[i].status == status)
+			return (enum err_code)i;
+	return status >= 400 && status < 500 ? ERR_BAD_REQUEST : ERR_INTERNAL;
+}
+
+int err_from_json(struct err *e, const json_t *j, int status)
+{
+	const json_t *inner = json_object_get(j, "error");
+	const char *code = json_string_value(json_object_get(inner, "code"));
+	const char *message = json_string_value(json_object_get(inner, "message"));
+	const char *param = json_string_value(json_object_get(inner, "param"));
+	enum err_code c = err_code_for_status(status);
+	for (size_t i = 1; code && i < sizeof err_table / sizeof err_table[0]; i++)
+		if (strcmp(code, err_table[i].name) == 0)
+			c = (enum err_code)i;
+	if (message)
+		err_set(e, c, "%s", message);
+	else
+		err_set(e, c, "HTTP status %d (%s)", status, err_code_name(c));
+	if (e && param)
+		snprintf(e->param, sizeof e->param, "%s", param);
+	return -1;
+}

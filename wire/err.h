@@ -50,4 +50,11 @@ const char *err_code_name(enum err_code code);
 /* {"error":{"code","message","param"?}}; the caller owns the reference. */
 json_t *err_to_json(const struct err *e);
 
+/*
+ * The reverse, for clients: fills e from an error answer `j` of HTTP status
+ * `status` and returns -1. An unknown code or a body that is not such an
+ * object still gives a usable error (code from the status, a generic message).
+ */
+int err_from_json(struct err *e, const json_t *j, int status);
+
 #endif

@@ -23,17 +23,30 @@
 
 #define HTTPD_MAX_URL	8192
 #define HTTPD_MAX_QUERY 32
+#define HTTPD_MAX_EXTRA 4 /* httpd_opts.extra_headers */
 
-enum httpd_method { HTTPD_GET, HTTPD_POST, HTTPD_PUT, HTTPD_DELETE, HTTPD_PATCH, HTTPD_OTHER };
+enum httpd_method {
+	HTTPD_GET,
+	HTTPD_POST,
+	HTTPD_PUT,
+	HTTPD_DELETE,
+	HTTPD_PATCH,
+	HTTPD_OPTIONS,
+	HTTPD_OTHER
+};
 
 /* A request as handlers see it: everything copied off the connection. */
 struct httpd_request {
 	enum httpd_method method;
 	const char *method_name;
-	char path[1024];	  /* decoded, without the query */
-	char authorization[512];  /* the Authorization header, "" if none */
-	char host[256];		  /* the Host header */
-	long long content_length; /* -1 when not given */
+	char path[1024];		  /* decoded, without the query */
+	char authorization[512];	  /* the Authorization header, "" if none */
+	char host[256];			  /* the Host header */
+	char origin[256];		  /* the Origin header, "" if none */
+	char accept[256];		  /* the Accept header, "" if none */
+	char content_type[128];		  /* the Content-Type header, "" if none */
+	char extra[HTTPD_MAX_EXTRA][128]; /* httpd_opts.extra_headers' values, "" if absent */
+	long long content_length;	  /* -1 when not given */
 	size_t nquery;
 	char *query[HTTPD_MAX_QUERY]; /* decoded "name=value" fragments */
 	char *body;		      /* memory mode: the body, NUL-terminated */
@@ -133,6 +146,10 @@ struct httpd_opts {
 	int max_jobs;		    /* concurrent handlers; more get 503 (0 = 64) */
 	const char *log_prefix;	    /* "envd", "cubicled": one log line per request */
 	httpd_tunnel_router tunnel; /* NULL: WebSocket upgrades are refused */
+	/* Up to HTTPD_MAX_EXTRA more header names (lowercase, no colon, e.g.
+	 * "mcp-protocol-version"), NULL-terminated: their values land in
+	 * req->extra[] in this order. */
+	const char *const *extra_headers;
 };
 
 struct httpd;

@@ -13,9 +13,9 @@
 #include "input.h"
 #include "params.h"
 
-static const char *const input_buttons[] = {"left", "middle", "right", NULL};
-static const enum desk_button input_button_codes[] = {DESK_BUTTON_LEFT, DESK_BUTTON_MIDDLE,
-						      DESK_BUTTON_RIGHT};
+static const char *const input_buttons[] = {"left", "middle", "right", "back", "forward", NULL};
+static const enum desk_button input_button_codes[] = {
+    DESK_BUTTON_LEFT, DESK_BUTTON_MIDDLE, DESK_BUTTON_RIGHT, DESK_BUTTON_BACK, DESK_BUTTON_FORWARD};
 
 /* Optional (x, y): returns 1 and fills *p when given, 0 when absent, -1 on error. */
 static int input_point(struct envd *env, const json_t *params, const char *xn, const char *yn,

@@ -71,6 +71,24 @@ static int screen_params(const json_t *params, struct screen_opts *o, struct err
 		return -1;
 	if (r > 0)
 		o->max_height = (int)v;
+
+	/* An exact size: both or neither, and not with a maximum. */
+	static const char *const out[] = {"out_width", "out_height"};
+	int *odest[] = {&o->out_width, &o->out_height};
+	for (int i = 0; i < 2; i++) {
+		r = param_int(params, out[i], 1, SCREEN_COORD_LIMIT, &v, e);
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			*odest[i] = (int)v;
+	}
+	if ((o->out_width > 0) != (o->out_height > 0))
+		return err_param(e, out[o->out_width > 0],
+				 "%s: out_width and out_height go together", out[o->out_width > 0]);
+	if (o->out_width > 0 && (o->max_width > 0 || o->max_height > 0))
+		return err_param(e, "out_width",
+				 "out_width: an exact size (out_width, out_height) or a limit "
+				 "(max_width, max_height), not both");
 	return 0;
 }
 
@@ -135,7 +153,9 @@ static int screen_run_get_cursor_position(struct envd *env, const json_t *params
 }
 
 static const char *const screen_shot_params[] = {
-    "format", "quality", "x", "y", "width", "height", "max_width", "max_height", NULL,
+    "format",	 "quality",					/* encoding */
+    "x",	 "y",	       "width",	    "height",		/* region */
+    "max_width", "max_height", "out_width", "out_height", NULL, /* scaling */
 };
 static const char *const screen_no_params[] = {NULL};
 

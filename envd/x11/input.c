@@ -507,6 +507,46 @@ int desk_hotkey(struct desk *d, const char *const *keys, size_t n, struct err *e
 	return input_keysyms(d, syms, (int)count, DESK_KEY_TAP, e);
 }
 
+/*
+ * Waits until the server's pointer is where the injected events put it and
+ * the button is up or down as they left it (lock held). A window manager's
+ * passive grab in synchronous mode (xfwm4's click to focus) freezes the
+ * pointer at a press until it replays the event, so XTest motion queues up
+ * behind it and XQueryPointer still shows the press position: the answer
+ * and the next action would see a stale pointer. A client that keeps the
+ * pointer frozen costs at most INPUT_SETTLE_MS. Takes the lock for each look,
+ * so other threads are not held up while it waits.
+ */
+#define INPUT_SETTLE_MS 1000
+
+static void input_settle(struct desk *d, int x, int y, unsigned button, bool down)
+{
+	unsigned bit = button >= 1 && button <= 5 ? Button1Mask << (button - 1) : 0;
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int pause_us = 100;; pause_us = pause_us < 4000 ? pause_us * 2 : pause_us) {
+		Window root_ret, child;
+		int px, py, wx, wy;
+		unsigned mask;
+		struct err e;
+		if (desk_lock(d, &e) < 0)
+			return;
+		Bool ok = XQueryPointer(d->dpy, d->root, &root_ret, &child, &px, &py, &wx, &wy,
+					&mask);
+		desk_unlock(d);
+		if (!ok)
+			return;
+		if (px == x && py == y && (!bit || !!(mask & bit) == down))
+			return;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
+		if (ms >= INPUT_SETTLE_MS)
+			return;
+		struct timespec ts = {0, pause_us * 1000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* ---- mouse ------------------------------------------------------------ */
 
 int desk_cursor_position(struct desk *d, int *x, int *y, struct err *e)
@@ -536,6 +576,7 @@ int desk_move(struct desk *d, int x, int y, struct err *e)
 	input_motion(d, x, y);
 	XSync(d->dpy, False);
 	desk_unlock(d);
+	input_settle(d, x, y, 0, false);
 	return 0;
 }
 
@@ -554,6 +595,8 @@ int desk_click(struct desk *d, const struct desk_point *at, enum desk_button but
 	}
 	XSync(d->dpy, False);
 	desk_unlock(d);
+	if (at)
+		input_settle(d, at->x, at->y, (unsigned)button, false);
 	return 0;
 }
 
@@ -567,6 +610,8 @@ int desk_button(struct desk *d, const struct desk_point *at, enum desk_button bu
 	XTestFakeButtonEvent(d->dpy, (unsigned)button, down ? True : False, CurrentTime);
 	XSync(d->dpy, False);
 	desk_unlock(d);
+	if (at)
+		input_settle(d, at->x, at->y, (unsigned)button, down);
 	return 0;
 }
 
@@ -629,6 +674,7 @@ int desk_drag(struct desk *d, const struct desk_point *path, size_t n, int durat
 	XTestFakeButtonEvent(d->dpy, (unsigned)button, False, CurrentTime);
 	XSync(d->dpy, False);
 	desk_unlock(d);
+	input_settle(d, path[n - 1].x, path[n - 1].y, (unsigned)button, false);
 	return 0;
 }
 

@@ -15,6 +15,8 @@ enum desk_button {
 	DESK_BUTTON_LEFT = 1,
 	DESK_BUTTON_MIDDLE = 2,
 	DESK_BUTTON_RIGHT = 3,
+	DESK_BUTTON_BACK = 8, /* the side buttons browsers map to history */
+	DESK_BUTTON_FORWARD = 9,
 };
 
 enum desk_scroll_dir { DESK_SCROLL_UP, DESK_SCROLL_DOWN, DESK_SCROLL_LEFT, DESK_SCROLL_RIGHT };

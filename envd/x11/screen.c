@@ -843,15 +843,30 @@ int screen_capture(struct desk *d, const struct screen_opts *o, struct screen_im
 		return err_param(e, "max_height", "max_height: must be positive, got %d",
 				 o->max_height);
 
+	bool exact = o->out_width > 0 && o->out_height > 0;
+	if ((o->out_width > 0) != (o->out_height > 0))
+		return err_param(e, o->out_width > 0 ? "out_height" : "out_width",
+				 "%s: out_width and out_height go together",
+				 o->out_width > 0 ? "out_height" : "out_width");
+
 	/* Unscaled PNG rows are captured straight into PNG's row layout. */
 	enum screen_pixfmt want = o->format == SCREEN_PNG ? SCREEN_PNG_ROWS : SCREEN_RGB24;
-	bool scaling = o->max_width > 0 || o->max_height > 0;
+	bool scaling = exact || o->max_width > 0 || o->max_height > 0;
 	struct screen_rect r = {!o->region, o->x, o->y, o->width, o->height};
 	struct screen_pix pix;
 	if (screen_read(d, &r, scaling ? SCREEN_RGB24 : want, &pix, e) < 0)
 		return -1;
-	int w = pix.w, h = pix.h, ow, oh;
-	screen_fit(w, h, o->max_width, o->max_height, &ow, &oh);
+	int w = pix.w, h = pix.h, ow = o->out_width, oh = o->out_height;
+	if (exact && (ow > w || oh > h)) {
+		free(pix.buf);
+		return err_param(
+		    e, ow > w ? "out_width" : "out_height",
+		    "%s: %dx%d is larger than the captured %dx%d; screenshots are only "
+		    "scaled down",
+		    ow > w ? "out_width" : "out_height", ow, oh, w, h);
+	}
+	if (!exact)
+		screen_fit(w, h, o->max_width, o->max_height, &ow, &oh);
 	if (ow != w || oh != h || (scaling && want != SCREEN_RGB24)) {
 		struct screen_pix small;
 		if (screen_pix_alloc(&small, want, ow, oh, e) < 0) {

@@ -19,13 +19,16 @@ struct screen_opts {
 	bool region; /* capture x, y, width, height instead of the whole screen */
 	int x, y, width, height;
 	int max_width, max_height; /* 0 = no limit; keeps the aspect ratio */
+	/* Both > 0: exactly this size instead (x and y scaled separately, each
+	 * at most the captured size); max_width/max_height are then ignored. */
+	int out_width, out_height;
 };
 
 struct screen_image {
 	unsigned char *data; /* encoded bytes, malloc'd: the caller frees */
 	size_t len;
 	int width, height; /* of the encoded image */
-	double scale;	   /* encoded / captured size, 1.0 when not downscaled */
+	double scale;	   /* encoded / captured width, 1.0 when not downscaled */
 	const char *mime;  /* "image/png" or "image/jpeg" */
 };
 

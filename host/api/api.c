@@ -21,8 +21,10 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "computeruse.h"
 #include "httpd.h"
 #include "ident.h"
+#include "mcp.h"
 #include "params.h"
 #include "rfbfilter.h"
 #include "token.h"
@@ -31,6 +33,7 @@ struct api {
 	struct core *core;
 	struct store *store;
 	struct httpd *httpd;
+	struct mcp *mcp;
 	unsigned char admin_hash[SHA256_DIGEST_LENGTH];
 	char spool_dir[512];
 	unsigned char stream_key[TOKEN_KEY_BYTES];
@@ -293,6 +296,19 @@ static void api_action(void *ctx, struct httpd_request *req, struct httpd_respon
 	envd_reply_free(&r);
 }
 
+static void api_computer_use(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	computeruse_handle(a->core, c->id, api_ws(c), req, resp);
+}
+
+static void api_mcp(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	mcp_handle(a->mcp, api_ws(req->user), req, resp);
+}
+
 /* Reads a small error answer that a download wrote into fd. */
 static void api_error_from_fd(struct httpd_response *resp, int fd, int status)
 {
@@ -430,6 +446,44 @@ static int64_t api_now_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+int api_stream_grant(struct api *a, const char *id, const char *ws, const char *host,
+		     long long ttl_s, bool view_only, json_t **out, struct err *e)
+{
+	if (ttl_s < 1 || ttl_s > a->stream_ttl_max_s)
+		return err_param(e, "ttl_s", "ttl_s: expected an integer in [1, %d], got %lld",
+				 a->stream_ttl_max_s, ttl_s);
+	json_t *c = NULL;
+	if (core_get(a->core, id, ws, &c, e) < 0)
+		return -1;
+	struct token_claims tc = {.view_only = view_only};
+	snprintf(tc.computer, sizeof tc.computer, "%.39s", id);
+	snprintf(tc.workspace, sizeof tc.workspace, "%s",
+		 json_string_value(json_object_get(c, "workspace")));
+	json_decref(c);
+	/* Only a computer that could stream now gets a token. */
+	tc.issued = core_stream_issue_ms(a->core, id);
+	char path[300], token[TOKEN_MAX];
+	if (core_stream_target(a->core, id, ws, tc.issued, path, sizeof path, e) < 0 ||
+	    ident_random_hex(tc.nonce, 8, e) < 0)
+		return -1;
+	tc.expires = tc.issued / 1000 + ttl_s;
+	if (token_mint(a->stream_key, &tc, token, e) < 0)
+		return -1;
+	char ws_url[1200], embed_url[1200], expires[40];
+	if (!host || !*host)
+		host = "127.0.0.1";
+	snprintf(ws_url, sizeof ws_url, "ws://%s/v1/computers/%s/stream?token=%s", host, id, token);
+	snprintf(embed_url, sizeof embed_url, "http://%s/embed/%s?token=%s%s", host, id, token,
+		 view_only ? "&view_only=1" : "");
+	time_t t = (time_t)tc.expires;
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(expires, sizeof expires, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	*out = json_pack("{s:s, s:s, s:s, s:s, s:b}", "token", token, "expires_at", expires,
+			 "ws_url", ws_url, "embed_url", embed_url, "view_only", view_only);
+	return *out ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
 /* POST /v1/computers/{id}/stream {"ttl_s", "view_only"} → a token and URLs. */
 static void api_stream(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 {
@@ -446,44 +500,9 @@ static void api_stream(void *ctx, struct httpd_request *req, struct httpd_respon
 	if (rc == 0)
 		rc = param_bool(body, "view_only", &view, &e) < 0 ? -1 : 0;
 	if (rc == 0)
-		rc = core_get(a->core, c->id, api_ws(c), &out, &e);
-	struct token_claims tc = {.view_only = view};
-	char path[300], token[TOKEN_MAX];
-	if (rc == 0) {
-		snprintf(tc.computer, sizeof tc.computer, "%.39s", c->id);
-		snprintf(tc.workspace, sizeof tc.workspace, "%s",
-			 json_string_value(json_object_get(out, "workspace")));
-		/* Only a computer that could stream now gets a token. */
-		tc.issued = core_stream_issue_ms(a->core, c->id);
-		rc =
-		    core_stream_target(a->core, c->id, api_ws(c), tc.issued, path, sizeof path, &e);
-	}
-	if (rc == 0) {
-		rc = ident_random_hex(tc.nonce, 8, &e);
-		tc.expires = tc.issued / 1000 + ttl;
-	}
-	if (rc == 0)
-		rc = token_mint(a->stream_key, &tc, token, &e);
-	json_decref(out);
+		rc = api_stream_grant(a, c->id, api_ws(c), req->host, ttl, view, &out, &e);
 	json_decref(body);
-	if (rc < 0) {
-		httpd_respond_err(resp, &e);
-		return;
-	}
-	char ws_url[1200], embed_url[1200], expires[40];
-	const char *host = req->host[0] ? req->host : "127.0.0.1";
-	snprintf(ws_url, sizeof ws_url, "ws://%s/v1/computers/%s/stream?token=%s", host, c->id,
-		 token);
-	snprintf(embed_url, sizeof embed_url, "http://%s/embed/%s?token=%s%s", host, c->id, token,
-		 view ? "&view_only=1" : "");
-	time_t t = (time_t)tc.expires;
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(expires, sizeof expires, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	httpd_respond_json(resp, 201,
-			   json_pack("{s:s, s:s, s:s, s:s, s:b}", "token", token, "expires_at",
-				     expires, "ws_url", ws_url, "embed_url", embed_url, "view_only",
-				     view));
+	api_answer(resp, rc, 201, out, &e);
 }
 
 static void api_stream_revoke(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -701,6 +720,13 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 		route->handler = api_embed;
 		return 0;
 	}
+	bool mcp = strcmp(req->path, "/mcp") == 0;
+	if (mcp && mcp_check_origin(a->mcp, req, e) < 0)
+		return -1;
+	if (mcp && req->method == HTTPD_OPTIONS) { /* a CORS preflight has no key */
+		route->handler = mcp_preflight;
+		return 0;
+	}
 	struct api_caller *c = calloc(1, sizeof *c);
 	if (!c)
 		return err_set(e, ERR_INTERNAL, "out of memory");
@@ -709,13 +735,17 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 	route->user_free = api_caller_close;
 	if (api_auth(a, req, c, e) < 0)
 		return -1;
+	route->body = HTTPD_BODY_MEMORY;
+	route->max_body = 64u << 20;
+	if (mcp) {
+		route->handler = api_mcp;
+		return 0;
+	}
 	char s[6][64];
 	int n = api_segments(req->path, s, 6);
 	enum httpd_method m = req->method;
 	if (n < 2 || strcmp(s[0], "v1") != 0)
 		goto not_found;
-	route->body = HTTPD_BODY_MEMORY;
-	route->max_body = 64u << 20;
 	if (strcmp(s[1], "workspaces") == 0) {
 		if (!c->admin)
 			return err_set(e, ERR_FORBIDDEN, "managing workspaces needs the admin key");
@@ -757,6 +787,13 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 				return err_set(e, ERR_BAD_REQUEST, "actions are called with POST");
 			snprintf(c->sub, sizeof c->sub, "%s", s[4]);
 			route->handler = api_action;
+			return 0;
+		}
+		if (n == 4 && strcmp(s[3], "computer-use") == 0) {
+			if (m != HTTPD_POST)
+				return err_set(e, ERR_BAD_REQUEST,
+					       "computer-use is called with POST");
+			route->handler = api_computer_use;
 			return 0;
 		}
 		if (n == 4 && strcmp(s[3], "stream") == 0) {
@@ -825,9 +862,12 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .max_jobs = 256,
 	    .log_prefix = "cubicled",
 	    .tunnel = api_tunnel,
+	    .extra_headers = mcp_extra_headers,
 	};
-	a->httpd = httpd_create(&ho, e);
+	a->mcp = mcp_create(core, a, o->mcp_origins, e);
+	a->httpd = a->mcp ? httpd_create(&ho, e) : NULL;
 	if (!a->httpd) {
+		mcp_destroy(a->mcp);
 		free(a);
 		return NULL;
 	}
@@ -852,6 +892,8 @@ void api_stop(struct api *a)
 
 void api_destroy(struct api *a)
 {
-	if (a && httpd_destroy(a->httpd) == 0)
+	if (a && httpd_destroy(a->httpd) == 0) {
+		mcp_destroy(a->mcp);
 		free(a);
+	}
 }

@@ -24,6 +24,7 @@ struct api_opts {
 	const char *frame_ancestors;	 /* CSP frame-ancestors of the embed page */
 	int stream_ttl_max_s;		 /* longest token lifetime a caller may ask for */
 	int stream_max_s;		 /* longest an open stream lives */
+	const char *mcp_origins;	 /* Origins allowed on /mcp besides ours, comma-separated */
 };
 
 struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,
@@ -32,5 +33,13 @@ const char *api_address(const struct api *a);
 int api_run(struct api *a);
 void api_stop(struct api *a); /* async-signal-safe */
 void api_destroy(struct api *a);
+
+/*
+ * A stream token for a running desktop and its URLs, as POST .../stream
+ * answers: {"token","expires_at","ws_url","embed_url","view_only"}. `host`
+ * is the Host the caller used (the URLs point there). Also for MCP.
+ */
+int api_stream_grant(struct api *a, const char *id, const char *ws, const char *host,
+		     long long ttl_s, bool view_only, json_t **out, struct err *e);
 
 #endif

@@ -61,6 +61,14 @@ int core_wait(struct core *c, const char *id, const char *ws, const char *state,
  * action on a sandbox is ERR_CONFLICT; a computer not running likewise. */
 int core_action(struct core *c, const char *id, const char *ws, const char *action,
 		const char *body, size_t len, struct envd_reply *r, struct err *e);
+/* core_action for callers inside cubicled (MCP, computer-use): an error
+ * answer from envd is -1 with e filled from it, so *r is always a success
+ * (freed by the caller). */
+int core_action_ok(struct core *c, const char *id, const char *ws, const char *action,
+		   const json_t *params, struct envd_reply *r, struct err *e);
+/* The same for actions that answer JSON: *out is the parsed answer. */
+int core_action_json(struct core *c, const char *id, const char *ws, const char *action,
+		     const json_t *params, json_t **out, struct err *e);
 /* Files: GET into fd / PUT from fd (len bytes). */
 int core_file_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
 		  struct envd_reply *r, struct err *e);

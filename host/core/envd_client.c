@@ -1,10 +1,10 @@
 /*
- * envd_client: libcurl over a unix socket or loopback TCP.
+ * envd_client: envd's HTTP API over wire/httpc (libcurl), on a unix socket
+ * or loopback TCP.
  *
- * Each call uses a fresh easy handle (calls come from short-lived worker
- * threads), but all handles share one connection cache through a CURLSH,
- * so consecutive actions on a computer reuse a kept-alive connection to its
- * envd instead of paying a connect per call.
+ * Calls come from short-lived worker threads; they all share one connection
+ * cache, so consecutive actions on a computer reuse a kept-alive connection
+ * to its envd instead of paying a connect per call.
  */
 #include "envd_client.h"
 
@@ -12,208 +12,88 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
-#include <curl/curl.h>
-
-static CURLSH *envd_share;
-static pthread_mutex_t envd_share_locks[CURL_LOCK_DATA_LAST];
+static struct httpc_share *envd_share;
 static pthread_once_t envd_once = PTHREAD_ONCE_INIT;
-
-static void envd_share_lock(CURL *h, curl_lock_data data, curl_lock_access a, void *u)
-{
-	(void)h, (void)a, (void)u;
-	pthread_mutex_lock(&envd_share_locks[data]);
-}
-
-static void envd_share_unlock(CURL *h, curl_lock_data data, void *u)
-{
-	(void)h, (void)u;
-	pthread_mutex_unlock(&envd_share_locks[data]);
-}
 
 static void envd_init(void)
 {
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-		pthread_mutex_init(&envd_share_locks[i], NULL);
-	envd_share = curl_share_init();
-	curl_share_setopt(envd_share, CURLSHOPT_LOCKFUNC, envd_share_lock);
-	curl_share_setopt(envd_share, CURLSHOPT_UNLOCKFUNC, envd_share_unlock);
-	curl_share_setopt(envd_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+	envd_share = httpc_share_new();
 }
 
 void envd_reply_free(struct envd_reply *r)
 {
-	free(r->body);
-	memset(r, 0, sizeof *r);
+	httpc_reply_free(r);
 }
 
-struct envd_buf {
-	struct envd_reply *r;
-	size_t cap;
-	int fd; /* >= 0: the body goes here instead */
-	int write_error;
-};
-
-static size_t envd_on_body(char *p, size_t size, size_t n, void *u)
-{
-	struct envd_buf *b = u;
-	size_t len = size * n;
-	if (b->fd >= 0) {
-		size_t off = 0;
-		while (off < len) {
-			ssize_t w = write(b->fd, p + off, len - off);
-			if (w <= 0) {
-				b->write_error = 1;
-				return 0;
-			}
-			off += (size_t)w;
-		}
-		return len;
-	}
-	struct envd_reply *r = b->r;
-	if (r->body_len + len + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < r->body_len + len + 1)
-			cap *= 2;
-		char *nb = realloc(r->body, cap);
-		if (!nb)
-			return 0;
-		r->body = nb;
-		b->cap = cap;
-	}
-	memcpy(r->body + r->body_len, p, len);
-	r->body_len += len;
-	r->body[r->body_len] = 0;
-	return len;
-}
-
-static size_t envd_on_header(char *p, size_t size, size_t n, void *u)
-{
-	struct envd_buf *b = u;
-	size_t len = size * n;
-	static const struct {
-		const char *name;
-		size_t off, cap;
-	} want[] = {
-	    {"content-type:", offsetof(struct envd_reply, content_type), 64},
-	    {"x-width:", offsetof(struct envd_reply, x_width), 16},
-	    {"x-height:", offsetof(struct envd_reply, x_height), 16},
-	    {"x-scale:", offsetof(struct envd_reply, x_scale), 32},
-	};
-	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-		size_t nl = strlen(want[i].name);
-		if (len > nl && strncasecmp(p, want[i].name, nl) == 0) {
-			const char *v = p + nl;
-			size_t vl = len - nl;
-			while (vl && (*v == ' ' || *v == '\t'))
-				v++, vl--;
-			while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
-				vl--;
-			char *dst = (char *)b->r + want[i].off;
-			snprintf(dst, want[i].cap, "%.*s", (int)vl, v);
-		}
-	}
-	return len;
-}
-
-/* Sets up the handle's transport and auth; url_path starts with '/'. */
-static CURL *envd_handle(const char *address, const char *token, const char *url_path,
-			 struct curl_slist **hdrs, struct err *e)
+/* Fills q's transport and auth for url_path (starting with '/') on address. */
+static int envd_request(struct httpc_request *q, const char *address, const char *token,
+			const char *url_path, char *url, size_t url_len, struct err *e)
 {
 	pthread_once(&envd_once, envd_init);
-	CURL *h = curl_easy_init();
-	if (!h) {
-		err_set(e, ERR_INTERNAL, "cannot initialise libcurl");
-		return NULL;
-	}
-	char url[8400];
+	q->share = envd_share;
+	q->bearer = token;
 	if (strncmp(address, "unix:", 5) == 0) {
-		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, address + 5);
-		snprintf(url, sizeof url, "http://envd%s", url_path);
+		q->unix_socket = address + 5;
+		snprintf(url, url_len, "http://envd%s", url_path);
 	} else if (strncmp(address, "tcp:", 4) == 0) {
-		snprintf(url, sizeof url, "http://%s%s", address + 4, url_path);
+		snprintf(url, url_len, "http://%s%s", address + 4, url_path);
 	} else {
-		curl_easy_cleanup(h);
-		err_set(e, ERR_INTERNAL, "bad envd address '%s'", address);
-		return NULL;
+		return err_set(e, ERR_INTERNAL, "bad envd address '%s'", address);
 	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_SHARE, envd_share);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(h, CURLOPT_PROXY, "");
-	char auth[200];
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-	*hdrs = curl_slist_append(NULL, auth);
-	*hdrs = curl_slist_append(*hdrs, "Expect:");
-	return h;
+	q->url = url;
+	return 0;
 }
 
-static int envd_perform(CURL *h, struct curl_slist *hdrs, struct envd_buf *b, struct err *e)
+static int envd_perform(const struct httpc_request *q, struct envd_reply *r, struct err *e)
 {
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, envd_on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, envd_on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, b);
-	CURLcode rc = curl_easy_perform(h);
-	long status = 0;
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
-	b->r->status = (int)status;
-	if (rc != CURLE_OK) {
-		if (b->write_error)
-			return err_set(e, ERR_INTERNAL, "cannot store what the computer sent");
-		return err_set(e, rc == CURLE_OPERATION_TIMEDOUT ? ERR_TIMEOUT : ERR_UNAVAILABLE,
-			       "the computer's agent did not answer: %s", curl_easy_strerror(rc));
-	}
-	return 0;
+	struct err te = {0};
+	if (httpc_perform(q, r, &te) == 0)
+		return 0;
+	if (te.code == ERR_INTERNAL)
+		return err_set(e, ERR_INTERNAL, "cannot store what the computer sent: %s",
+			       te.message);
+	return err_set(e, te.code, "the computer's agent did not answer: %s", te.message);
 }
 
 int envd_action(const char *address, const char *token, const char *action, const char *body,
 		size_t len, long timeout_s, struct envd_reply *r, struct err *e)
 {
 	memset(r, 0, sizeof *r);
-	char path[256];
+	char path[256], url[400];
 	snprintf(path, sizeof path, "/v1/actions/%s", action);
-	struct curl_slist *hdrs;
-	CURL *h = envd_handle(address, token, path, &hdrs, e);
-	if (!h)
+	struct httpc_request q = HTTPC_REQUEST_INIT;
+	if (envd_request(&q, address, token, path, url, sizeof url, e) < 0)
 		return -1;
-	hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-	curl_easy_setopt(h, CURLOPT_POST, 1L);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s > 0 ? timeout_s : 600L);
-	struct envd_buf b = {r, 0, -1, 0};
-	return envd_perform(h, hdrs, &b, e);
+	q.method = "POST";
+	q.body = body ? body : "";
+	q.body_len = body ? len : 0;
+	q.body_type = "application/json";
+	q.timeout_ms = (timeout_s > 0 ? timeout_s : 600L) * 1000;
+	return envd_perform(&q, r, e);
 }
 
 int envd_health(const char *address, const char *token, long timeout_ms, struct envd_reply *r,
 		struct err *e)
 {
 	memset(r, 0, sizeof *r);
-	struct curl_slist *hdrs;
-	CURL *h = envd_handle(address, token, "/health", &hdrs, e);
-	if (!h)
+	char url[400];
+	struct httpc_request q = HTTPC_REQUEST_INIT;
+	if (envd_request(&q, address, token, "/health", url, sizeof url, e) < 0)
 		return -1;
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-	struct envd_buf b = {r, 0, -1, 0};
-	return envd_perform(h, hdrs, &b, e);
+	q.method = "GET";
+	q.timeout_ms = timeout_ms;
+	return envd_perform(&q, r, e);
 }
 
 /* "/v1/files?path=<escaped>" */
 static int envd_files_path(const char *path, char *out, size_t len, struct err *e)
 {
-	char *esc = curl_easy_escape(NULL, path, 0);
+	char *esc = httpc_escape(path);
 	if (!esc)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	int n = snprintf(out, len, "/v1/files?path=%s", esc);
-	curl_free(esc);
+	free(esc);
 	if (n < 0 || (size_t)n >= len)
 		return err_param(e, "path", "path: too long");
 	return 0;
@@ -223,42 +103,29 @@ int envd_download(const char *address, const char *token, const char *path, int 
 		  struct envd_reply *r, struct err *e)
 {
 	memset(r, 0, sizeof *r);
-	char url[8300];
-	if (envd_files_path(path, url, sizeof url, e) < 0)
+	char files[8300], url[8700];
+	struct httpc_request q = HTTPC_REQUEST_INIT;
+	if (envd_files_path(path, files, sizeof files, e) < 0 ||
+	    envd_request(&q, address, token, files, url, sizeof url, e) < 0)
 		return -1;
-	struct curl_slist *hdrs;
-	CURL *h = envd_handle(address, token, url, &hdrs, e);
-	if (!h)
-		return -1;
-	/* Errors come back as JSON, successes as the file: look at the status
-	 * first by sending error bodies to memory. */
-	struct envd_buf b = {r, 0, fd, 0};
-	int rc = envd_perform(h, hdrs, &b, e);
-	return rc;
-}
-
-static size_t envd_on_read(char *p, size_t size, size_t n, void *u)
-{
-	int fd = *(int *)u;
-	ssize_t got = read(fd, p, size * n);
-	return got < 0 ? CURL_READFUNC_ABORT : (size_t)got;
+	q.method = "GET";
+	/* Error answers land in fd too: the caller reads them back from there. */
+	q.out_fd = fd;
+	q.out_fd_always = true;
+	return envd_perform(&q, r, e);
 }
 
 int envd_upload(const char *address, const char *token, const char *path, int fd, uint64_t len,
 		struct envd_reply *r, struct err *e)
 {
 	memset(r, 0, sizeof *r);
-	char url[8300];
-	if (envd_files_path(path, url, sizeof url, e) < 0)
+	char files[8300], url[8700];
+	struct httpc_request q = HTTPC_REQUEST_INIT;
+	if (envd_files_path(path, files, sizeof files, e) < 0 ||
+	    envd_request(&q, address, token, files, url, sizeof url, e) < 0)
 		return -1;
-	struct curl_slist *hdrs;
-	CURL *h = envd_handle(address, token, url, &hdrs, e);
-	if (!h)
-		return -1;
-	curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-	curl_easy_setopt(h, CURLOPT_READFUNCTION, envd_on_read);
-	curl_easy_setopt(h, CURLOPT_READDATA, &fd);
-	curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)len);
-	struct envd_buf b = {r, 0, -1, 0};
-	return envd_perform(h, hdrs, &b, e);
+	q.method = "PUT";
+	q.body_fd = fd;
+	q.body_fd_len = len;
+	return envd_perform(&q, r, e);
 }

@@ -11,14 +11,11 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "httpc.h"
 
-struct envd_reply {
-	int status; /* HTTP status from envd */
-	char content_type[64];
-	char *body; /* malloc'd, NUL-terminated */
-	size_t body_len;
-	char x_width[16], x_height[16], x_scale[32]; /* image headers, "" if absent */
-};
+/* envd's answer is an HTTP reply: status, content type, body, image
+ * headers (struct httpc_reply of wire/httpc.h). */
+#define envd_reply httpc_reply
 
 void envd_reply_free(struct envd_reply *r);
 

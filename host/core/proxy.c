@@ -68,6 +68,39 @@ int core_action(struct core *c, const char *id, const char *ws, const char *acti
 	return rc;
 }
 
+int core_action_ok(struct core *c, const char *id, const char *ws, const char *action,
+		   const json_t *params, struct envd_reply *r, struct err *e)
+{
+	char *body = params ? json_dumps(params, JSON_COMPACT) : NULL;
+	if (params && !body)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	int rc = core_action(c, id, ws, action, body ? body : "{}", body ? strlen(body) : 2, r, e);
+	free(body);
+	if (rc < 0)
+		return -1;
+	if (r->status >= 200 && r->status < 300)
+		return 0;
+	json_t *j = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+	err_from_json(e, j, r->status);
+	json_decref(j);
+	envd_reply_free(r);
+	return -1;
+}
+
+int core_action_json(struct core *c, const char *id, const char *ws, const char *action,
+		     const json_t *params, json_t **out, struct err *e)
+{
+	struct envd_reply r;
+	if (core_action_ok(c, id, ws, action, params, &r, e) < 0)
+		return -1;
+	*out = json_loadb(r.body ? r.body : "", r.body_len, 0, NULL);
+	envd_reply_free(&r);
+	if (!*out)
+		return err_set(e, ERR_INTERNAL, "the computer's agent answered %s with no JSON",
+			       action);
+	return 0;
+}
+
 int core_file_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
 		  struct envd_reply *r, struct err *e)
 {

@@ -23,13 +23,18 @@
  * with x-ignore-shared (the RAM stays in vm/mem; the stream holds only the
  * device state) into vm/snapshot through a passed fd, quit. start with a
  * snapshot = -incoming defer + migrate-incoming from it, then cont; the
- * snapshot is deleted once the guest runs again (the disk moves on). No
+ * snapshot is deleted once the guest runs again (the disk moves on), and
+ * envd sets the guest's clock, which stood still, to the host's. No
  * snapshot, or one that does not restore: a cold boot with the disk kept,
  * said in the log and in the state ("boot").
  *
+ * A desktop's live view: a virtio-serial port named cubicle.vnc on which
+ * envd serves RFB; its host end is the UNIX socket vm/vnc.sock (vnc_path),
+ * which only root (the gateway) can reach.
+ *
  * Layout of c->dir: vm/ (owned by QEMU's uid): disk.qcow2, mem, qemu.conf,
- * qmp.sock, console.log (the guest's serial console), qemu.log (QEMU's
- * stderr), snapshot.
+ * qmp.sock, vnc.sock, console.log (the guest's serial console), qemu.log
+ * (QEMU's stderr), snapshot.
  *
  * State keys: uid_slot, uid_base, image (the resolved image directory the
  * overlay is based on), qemu_pid + qemu_start, port, accel, boot, cgroups.

@@ -349,6 +349,8 @@ int store_computer_set_state(struct store *s, const char *id, const char *state,
 	char msg[sizeof((struct store_computer *)0)->error];
 	store_copy_utf8(msg, sizeof msg, error ? error : "");
 
+	char missing[96];
+	snprintf(missing, sizeof missing, "no computer %.64s", id);
 	int rc = -1;
 	store_lock(s);
 	sqlite3_stmt *st = store_stmt(s, SQL_SET_STATE, e);
@@ -357,12 +359,7 @@ int store_computer_set_state(struct store *s, const char *id, const char *state,
 		sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, msg, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, store_now_ms());
-		if (sqlite3_step(st) != SQLITE_DONE)
-			store_db_error(s, "changing a computer's state", e);
-		else if (sqlite3_changes(s->db) == 0)
-			err_set(e, ERR_NOT_FOUND, "no computer %.64s", id);
-		else
-			rc = 0;
+		rc = store_step_change(s, st, "changing a computer's state", missing, e);
 	}
 	store_stmt_done(st);
 	store_unlock(s);
@@ -373,18 +370,15 @@ int store_computer_touch(struct store *s, const char *id, int64_t now_ms, struct
 {
 	if (!id || !*id)
 		return err_param(e, "id", "id: the computer id is empty");
+	char missing[96];
+	snprintf(missing, sizeof missing, "no computer %.64s", id);
 	int rc = -1;
 	store_lock(s);
 	sqlite3_stmt *st = store_stmt(s, SQL_TOUCH, e);
 	if (st) {
 		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, now_ms);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			store_db_error(s, "recording computer activity", e);
-		else if (sqlite3_changes(s->db) == 0)
-			err_set(e, ERR_NOT_FOUND, "no computer %.64s", id);
-		else
-			rc = 0;
+		rc = store_step_change(s, st, "recording computer activity", missing, e);
 	}
 	store_stmt_done(st);
 	store_unlock(s);

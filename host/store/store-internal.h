@@ -49,6 +49,12 @@ void store_rollback(struct store *s);
 /* ERR_INTERNAL "database error while <doing>: <sqlite3_errmsg>"; returns -1. */
 int store_db_error(struct store *s, const char *doing, struct err *e);
 
+/* Steps a bound statement that must change at least one row: 0; or -1 with
+ * the database error (while `doing`), or ERR_NOT_FOUND `missing` when no
+ * row matched. */
+int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing,
+		      const char *missing, struct err *e);
+
 /* Unix time in milliseconds. */
 int64_t store_now_ms(void);
 

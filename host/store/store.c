@@ -111,6 +111,16 @@ int store_db_error(struct store *s, const char *doing, struct err *e)
 		       sqlite3_errmsg(s->db), s->path);
 }
 
+int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing,
+		      const char *missing, struct err *e)
+{
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return store_db_error(s, doing, e);
+	if (sqlite3_changes(s->db) == 0)
+		return err_set(e, ERR_NOT_FOUND, "%s", missing);
+	return 0;
+}
+
 sqlite3_stmt *store_stmt(struct store *s, const char *sql, struct err *e)
 {
 	int i;

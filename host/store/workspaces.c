@@ -275,12 +275,7 @@ int store_key_revoke(struct store *s, const char *key, struct err *e)
 	if (st) {
 		sqlite3_bind_blob(st, 1, hash, sizeof hash, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, store_now_ms());
-		if (sqlite3_step(st) != SQLITE_DONE)
-			store_db_error(s, "revoking an API key", e);
-		else if (sqlite3_changes(s->db) == 0)
-			err_set(e, ERR_NOT_FOUND, "no such API key");
-		else
-			rc = 0;
+		rc = store_step_change(s, st, "revoking an API key", "no such API key", e);
 	}
 	store_stmt_done(st);
 	store_unlock(s);

@@ -4,85 +4,27 @@
 // computer. The witness is cubicled's own action API.
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { after, before, test } from "node:test";
 
+import { Cubicled, until as untilFor } from "../host/cubicled.mjs";
 import {
 	browserLaunch,
 	embedCanvasGeometry,
 	embedInHostPage,
 	embedState,
 	embedWaitState,
-	repoRoot,
 	WAIT_MS,
 } from "./browser.mjs";
 
-const build = process.env.CUBICLE_BUILD || path.join(repoRoot, "build");
-const admin = "ck_admin_" + "e2e".repeat(8);
-let cubicled, base, state, key, computer, browser;
+let cubicled, key, computer, browser;
 
-async function api(method, p, body, k = key) {
-	const r = await fetch(base + p, {
-		method,
-		headers: { Authorization: "Bearer " + k, "Content-Type": "application/json" },
-		body: body === undefined ? undefined : JSON.stringify(body),
-	});
-	const text = await r.text();
-	let json = null;
-	try {
-		json = JSON.parse(text);
-	} catch {
-		/* not JSON */
-	}
-	if (!r.ok) {
-		throw new Error(`${method} ${p} -> ${r.status} ${text.slice(0, 300)}`);
-	}
-	return json;
-}
-
+const api = (method, p, body, k = key) => cubicled.api(method, p, body, k);
 const act = (name, params = {}) => api("POST", `/v1/computers/${computer}/actions/${name}`, params);
-
-async function until(fn, what, timeout = WAIT_MS) {
-	const end = Date.now() + timeout;
-	let last;
-	while (Date.now() < end) {
-		try {
-			const v = await fn();
-			if (v) {
-				return v;
-			}
-		} catch (e) {
-			last = e;
-		}
-		await new Promise((r) => setTimeout(r, 50));
-	}
-	throw new Error(`timed out waiting for ${what}${last ? ` (${last.message})` : ""}`);
-}
+const until = (fn, what, timeout = WAIT_MS) => untilFor(fn, what, timeout);
 
 before(async () => {
-	state = mkdtempSync(path.join(os.tmpdir(), "cub-e2e-"));
-	cubicled = spawn(
-		path.join(build, "bin", "cubicled"),
-		["--listen", "127.0.0.1:0", "--state-dir", state, "--images", path.join(build, "images")],
-		{ env: { ...process.env, CUBICLE_ADMIN_KEY: admin }, stdio: ["ignore", "pipe", "ignore"] },
-	);
-	const line = await new Promise((resolve, reject) => {
-		let buf = "";
-		cubicled.stdout.on("data", (d) => {
-			buf += d;
-			if (buf.includes("\n")) {
-				resolve(buf);
-			}
-		});
-		cubicled.on("exit", (c) => reject(new Error("cubicled exited " + c)));
-	});
-	const port = line.split("listening on ")[1].split(" ")[0].split(":").pop();
-	base = `http://127.0.0.1:${port}`;
-	const ws = await api("POST", "/v1/workspaces", { name: "e2e" }, admin);
-	key = (await api("POST", `/v1/workspaces/${ws.id}/keys`, undefined, admin)).key;
+	cubicled = await new Cubicled().start();
+	key = (await cubicled.workspace("e2e")).key;
 	computer = (await api("POST", "/v1/computers?wait=running&timeout_s=120", { kind: "desktop" })).id;
 	browser = await browserLaunch();
 });
@@ -91,14 +33,9 @@ after(async () => {
 	if (browser) {
 		await browser.close();
 	}
-	if (computer) {
-		await api("DELETE", `/v1/computers/${computer}`).catch(() => {});
-	}
 	if (cubicled) {
-		cubicled.kill("SIGTERM");
-		await new Promise((r) => cubicled.on("exit", r));
+		await cubicled.stop();
 	}
-	rmSync(state, { recursive: true, force: true });
 });
 
 async function embed(params = {}, size = { width: 1280, height: 800 }) {

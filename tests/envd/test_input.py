@@ -74,6 +74,17 @@ class Mouse(unittest.TestCase):
         evs = self.presses(2)
         self.assertEqual({e["button"] for e in evs if e["type"] == "press"}, {3})
 
+    def test_side_buttons(self):
+        """back and forward are X buttons 8 and 9 (browsers' history buttons)."""
+        cx, cy = self.rec.center()
+        for name, button in (("back", 8), ("forward", 9)):
+            self.rec.clear()
+            envd.ok("click", {"x": cx, "y": cy, "button": name})
+            evs = self.presses(2)
+            self.assertEqual([(e["type"], e["button"]) for e in evs
+                              if e["type"] in ("press", "release")],
+                             [("press", button), ("release", button)])
+
     def test_double_and_triple_click(self):
         cx, cy = self.rec.center()
         for action, n in (("double_click", 2), ("triple_click", 3)):

@@ -191,6 +191,24 @@ class Screenshot(unittest.TestCase):
         self.assertAlmostEqual(float(r.headers["x-scale"]), 100 / 300, places=5)
         self.assertTrue(near(jpg.pixels()(50, 33), COLOR, 12))
 
+    def test_exact_size_scales_x_and_y_apart(self):
+        """out_width x out_height: 1280x800 into 1024x768 (x 0.8, y 0.96)."""
+        r = shot({"out_width": 1024, "out_height": 768})
+        png = Png(r.body)
+        self.assertEqual((png.width, png.height), (1024, 768))
+        self.assertEqual((r.headers["x-width"], r.headers["x-height"]), ("1024", "768"))
+        self.assertAlmostEqual(float(r.headers["x-scale"]), 0.8)
+        # Output pixel i covers captured pixels [i*W/w, (i+1)*W/w): the
+        # recorder's centre lands at floor(c*w/W).
+        cx, cy = self.rec.center()
+        self.assertEqual(png.pixel(cx * 1024 // 1280, cy * 768 // 800), COLOR)
+        # Its edges too: the first output pixel wholly inside it is its colour.
+        x0 = -(-self.rec.x * 1024 // 1280)
+        y0 = -(-self.rec.y * 768 // 800)
+        self.assertEqual(png.pixel(x0, y0), COLOR)
+        r = shot({"out_width": 1280, "out_height": 800})  # the same size: unscaled
+        self.assertEqual(Png(r.body).rows, Png(shot().body).rows)
+
     def test_base64_matches_the_png(self):
         j = envd.ok("screenshot_base64")
         self.assertEqual((j["mime_type"], j["format"]), ("image/png", "png"))
@@ -292,6 +310,17 @@ class BadInput(unittest.TestCase):
         self.assertBad("screenshot", {"x": 1, "width": 5, "height": 5}, "y")
         self.assertBad("screenshot", {"y": 1, "width": 5, "height": 5}, "x")
         self.assertBad("screenshot_base64", {"x": 1, "y": 1, "width": 5}, "height")
+
+    def test_exact_size_errors(self):
+        self.assertBad("screenshot", {"out_width": 1024}, "out_height")
+        self.assertBad("screenshot", {"out_height": 768}, "out_width")
+        self.assertBad("screenshot", {"out_width": 1281, "out_height": 800}, "out_width")
+        self.assertBad("screenshot", {"out_width": 640, "out_height": 801}, "out_height")
+        self.assertBad("screenshot", {"out_width": 0, "out_height": 10}, "out_width")
+        self.assertBad("screenshot", {"out_width": 640, "out_height": 400, "max_width": 320},
+                       "out_width")
+        self.assertBad("screenshot", {"x": 0, "y": 0, "width": 100, "height": 100,
+                                      "out_width": 200, "out_height": 50}, "out_width")
 
     def test_bad_limits_and_types(self):
         self.assertBad("screenshot", {"max_width": -1}, "max_width")

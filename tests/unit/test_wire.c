@@ -31,6 +31,31 @@ static void test_err_json_shape(void **state)
 	assert_int_equal(err_http_status(ERR_TIMEOUT), 504);
 }
 
+static void test_err_from_json_round_trip(void **state)
+{
+	(void)state;
+	struct err in = {0}, out = {0};
+	err_param(&in, "size", "size: one of xs, sm");
+	json_t *j = err_to_json(&in);
+	assert_int_equal(err_from_json(&out, j, 400), -1);
+	assert_int_equal(out.code, ERR_INVALID);
+	assert_string_equal(out.param, "size");
+	assert_string_equal(out.message, "size: one of xs, sm");
+	json_decref(j);
+
+	/* Not an error object: the status decides, the message says it. */
+	j = json_pack("{s:s}", "stdout", "");
+	err_from_json(&out, j, 404);
+	assert_int_equal(out.code, ERR_NOT_FOUND);
+	assert_string_equal(out.param, "");
+	assert_non_null(strstr(out.message, "404"));
+	json_decref(j);
+	err_from_json(&out, NULL, 502);
+	assert_int_equal(out.code, ERR_INTERNAL);
+	err_from_json(&out, NULL, 429);
+	assert_int_equal(out.code, ERR_LIMIT);
+}
+
 static void test_err_message_with_broken_utf8_still_encodes(void **state)
 {
 	(void)state;
@@ -145,6 +170,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_err_json_shape),
+	    cmocka_unit_test(test_err_from_json_round_trip),
 	    cmocka_unit_test(test_err_message_with_broken_utf8_still_encodes),
 	    cmocka_unit_test(test_params_types_and_ranges),
 	    cmocka_unit_test(test_params_unknown_names),

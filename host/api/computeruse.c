@@ -1,0 +1,372 @@
+/*
+ * computeruse: Anthropic's `computer` tool and OpenAI's computer-use actions
+ * on envd's actions (see computeruse.h for the contract, docs/api.md for
+ * each action).
+ *
+ * A request is parsed into the agent's action, its coordinates are mapped
+ * from the agent's display to the screen, envd does it through
+ * core_action_json() (the REST proxy's path), and a screenshot follows when
+ * the tool expects one; each dialect is in its own file. Key names need
+ * no table of our own: envd already takes xdotool's keysym names
+ * ("Return", "ctrl+shift+t", "super") and the browser-style ones OpenAI
+ * sends ("ENTER", "ARROWLEFT", "CMD"), in any case.
+ */
+#include "computeruse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base64.h"
+#include "computeruse-internal.h"
+#include "params.h"
+
+/* ---- coordinates --------------------------------------------------------------- */
+
+/* One agent coordinate (of the display's d pixels, the screen's s) to the
+ * screen; `name` names it in errors. */
+static int cu_map1(const struct cu *u, const char *name, const json_t *j, int d, int s, int *out,
+		   struct err *e)
+{
+	if (!json_is_integer(j))
+		return err_param(e, name, "%s: expected integer pixel coordinates", name);
+	long long v = json_integer_value(j);
+	if (!u->scaled) {
+		/* envd says what is off its screen; here only keep it an int. */
+		if (llabs(v) > CU_COORD_LIMIT)
+			return err_param(e, name, "%s: %lld is off the screen", name, v);
+		*out = (int)v;
+		return 0;
+	}
+	if (v < 0 || v >= d)
+		return err_param(e, name, "%s: %lld is outside the %dx%d display", name, v, u->dw,
+				 u->dh);
+	*out = cu_to_screen(v, d, s);
+	return 0;
+}
+
+/* An agent point to the screen. */
+int cu_map(const struct cu *u, const char *xname, const char *yname, const json_t *jx,
+	   const json_t *jy, int *x, int *y, struct err *e)
+{
+	if (cu_map1(u, xname, jx, u->dw, u->sw, x, e) < 0 ||
+	    cu_map1(u, yname, jy, u->dh, u->sh, y, e) < 0)
+		return -1;
+	return 0;
+}
+
+/* An Anthropic [x, y]: 1 when present (mapped into x, y), 0 when absent. */
+int cu_coordinate(const struct cu *u, const json_t *in, const char *name, int *x, int *y,
+		  struct err *e)
+{
+	json_t *a = NULL;
+	int r = param_array(in, name, &a, e);
+	if (r <= 0)
+		return r;
+	if (json_array_size(a) != 2)
+		return err_param(e, name, "%s: expected [x, y]", name);
+	if (cu_map(u, name, name, json_array_get(a, 0), json_array_get(a, 1), x, y, e) < 0)
+		return -1;
+	return 1;
+}
+
+/* An OpenAI x and y, both required. */
+int cu_xy(const struct cu *u, const json_t *in, int *x, int *y, struct err *e)
+{
+	return cu_map(u, "x", "y", json_object_get(in, "x"), json_object_get(in, "y"), x, y, e);
+}
+
+/* ---- doing things ----------------------------------------------------------------- */
+
+/* Runs an envd action; params is stolen. *out, if asked for, is its answer. */
+int cu_do(struct cu *u, const char *action, json_t *params, json_t **out, struct err *e)
+{
+	json_t *res = NULL;
+	int rc = params ? core_action_json(u->core, u->id, u->ws, action, params, &res, e)
+			: err_set(e, ERR_INTERNAL, "out of memory");
+	json_decref(params);
+	if (rc == 0 && out)
+		*out = res;
+	else
+		json_decref(res);
+	return rc;
+}
+
+/* {"x": x, "y": y}, or {} when has is false. */
+json_t *cu_at(bool has, int x, int y)
+{
+	return has ? json_pack("{s:i, s:i}", "x", x, "y", y) : json_object();
+}
+
+void cu_sleep_ms(long long ms)
+{
+	struct timespec t = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
+}
+
+/* Splits s at any of seps into at most CU_MAX_KEYS names held in buf. */
+int cu_split(const char *s, const char *seps, char *buf, size_t len, char **names,
+	     const char *param, struct err *e)
+{
+	snprintf(buf, len, "%s", s);
+	int n = 0;
+	for (char *save = NULL, *t = strtok_r(buf, seps, &save); t;
+	     t = strtok_r(NULL, seps, &save)) {
+		if (n == CU_MAX_KEYS)
+			return err_param(e, param, "%s: at most %d keys at once", param,
+					 CU_MAX_KEYS);
+		names[n++] = t;
+	}
+	if (n == 0)
+		return err_param(e, param, "%s: no key named", param);
+	return n;
+}
+
+/* Holds keys[] (pressed in order) while an action runs (params stolen), or
+ * for hold_ms when action is NULL; releases in reverse, failed or not. */
+int cu_with_keys(struct cu *u, char **keys, int n, const char *action, json_t *params,
+		 long long hold_ms, struct err *e)
+{
+	int down = 0, rc = 0;
+	while (down < n && rc == 0)
+		if ((rc = cu_do(u, "key_down", json_pack("{s:s}", "key", keys[down]), NULL, e)) ==
+		    0)
+			down++;
+	if (rc == 0 && action)
+		rc = cu_do(u, action, params, NULL, e);
+	else
+		json_decref(params);
+	if (rc == 0 && !action)
+		cu_sleep_ms(hold_ms);
+	struct err ignore;
+	while (down-- > 0)
+		if (cu_do(u, "key_up", json_pack("{s:s}", "key", keys[down]), NULL,
+			  rc == 0 ? e : &ignore) < 0)
+			rc = -1;
+	return rc;
+}
+
+/* Anthropic's `text` with a click or scroll: modifiers held, "shift" or
+ * "ctrl+shift" (as xdotool keydown takes them). */
+int cu_with_mods(struct cu *u, const char *mods, const char *action, json_t *params, struct err *e)
+{
+	char buf[256], *keys[CU_MAX_KEYS];
+	int n = 0;
+	if (mods && (n = cu_split(mods, "+ ", buf, sizeof buf, keys, "text", e)) < 0) {
+		json_decref(params);
+		return -1;
+	}
+	return cu_with_keys(u, keys, n, action, params, 0, e);
+}
+
+/* A base64 PNG of what the agent sees: the screen at the display's size, or
+ * (zoom) a screen region fitted into it. malloc'd into *b64. */
+int cu_screenshot(struct cu *u, const struct cu_result *res, char **b64, struct err *e)
+{
+	if (res->settle && u->settle_ms > 0)
+		cu_sleep_ms(u->settle_ms);
+	json_t *p;
+	if (res->zoom)
+		p = json_pack("{s:i, s:i, s:i, s:i}", "x", res->region[0], "y", res->region[1],
+			      "width", res->region[2], "height", res->region[3]);
+	else
+		p = json_object();
+	if (p && u->scaled) {
+		json_object_set_new(p, res->zoom ? "max_width" : "out_width", json_integer(u->dw));
+		json_object_set_new(p, res->zoom ? "max_height" : "out_height",
+				    json_integer(u->dh));
+	}
+	struct envd_reply r;
+	int rc = p ? core_action_ok(u->core, u->id, u->ws, "screenshot", p, &r, e)
+		   : err_set(e, ERR_INTERNAL, "out of memory");
+	json_decref(p);
+	if (rc < 0)
+		return -1;
+	*b64 = base64_encode(r.body, r.body_len);
+	envd_reply_free(&r);
+	return *b64 ? 0 : err_set(e, ERR_INTERNAL, "out of memory encoding the screenshot");
+}
+
+/* The cursor, on the screen. */
+int cu_cursor(struct cu *u, int *x, int *y, struct err *e)
+{
+	json_t *p = NULL;
+	if (cu_do(u, "get_cursor_position", json_object(), &p, e) < 0)
+		return -1;
+	*x = (int)json_integer_value(json_object_get(p, "x"));
+	*y = (int)json_integer_value(json_object_get(p, "y"));
+	json_decref(p);
+	return 0;
+}
+
+/* Keys the wrapper may carry besides the tool's input. */
+bool cu_wrapper_key(const char *k)
+{
+	return strcmp(k, "display") == 0 || strcmp(k, "dialect") == 0 ||
+	       strcmp(k, "screenshot_delay_ms") == 0;
+}
+
+/* ---- the request ------------------------------------------------------------------ */
+
+/* The display from the body's {"width","height"} or ?display=WxH, and the
+ * screen behind it. No display: nothing is scaled. */
+static int cu_display(struct cu *u, const json_t *body, const struct httpd_request *req,
+		      struct err *e)
+{
+	json_t *d = NULL;
+	long long w = 0, h = 0;
+	if (param_object(body, "display", &d, e) < 0)
+		return -1;
+	if (d) {
+		static const char *const known[] = {"width", "height", NULL};
+		if (params_check_known(d, known, e) < 0 ||
+		    param_need_int(d, "width", 1, CU_COORD_LIMIT, &w, e) < 0 ||
+		    param_need_int(d, "height", 1, CU_COORD_LIMIT, &h, e) < 0) {
+			snprintf(e->param, sizeof e->param, "display");
+			return -1;
+		}
+	} else {
+		const char *q = httpd_query(req, "display");
+		if (!q)
+			return 0;
+		char tail;
+		if (sscanf(q, "%lldx%lld%c", &w, &h, &tail) != 2 || w < 1 || h < 1 ||
+		    w > CU_COORD_LIMIT || h > CU_COORD_LIMIT)
+			return err_param(e, "display",
+					 "display: WIDTHxHEIGHT like 1024x768, not "
+					 "'%.40s'",
+					 q);
+	}
+	json_t *s = NULL;
+	if (cu_do(u, "get_screen_size", json_object(), &s, e) < 0)
+		return -1;
+	u->sw = (int)json_integer_value(json_object_get(s, "width"));
+	u->sh = (int)json_integer_value(json_object_get(s, "height"));
+	json_decref(s);
+	if (w > u->sw || h > u->sh)
+		return err_param(e, "display",
+				 "display: %lldx%lld is larger than the %dx%d screen; screenshots "
+				 "are only scaled down",
+				 w, h, u->sw, u->sh);
+	u->dw = (int)w;
+	u->dh = (int)h;
+	u->scaled = w != u->sw || h != u->sh;
+	return 0;
+}
+
+/* screenshot_delay_ms from the body or the query: 0 to 10000. */
+static int cu_settle(struct cu *u, const json_t *body, const struct httpd_request *req,
+		     struct err *e)
+{
+	long long ms = 0;
+	int r = param_int(body, "screenshot_delay_ms", 0, 10000, &ms, e);
+	const char *q = httpd_query(req, "screenshot_delay_ms");
+	if (r < 0)
+		return -1;
+	if (r == 0 && q) {
+		char *end;
+		errno = 0;
+		ms = strtoll(q, &end, 10);
+		if (errno || *end || end == q || ms < 0 || ms > 10000)
+			return err_param(
+			    e, "screenshot_delay_ms",
+			    "screenshot_delay_ms: milliseconds, 0 to 10000, not '%.40s'", q);
+	}
+	u->settle_ms = (int)ms;
+	return 0;
+}
+
+static int cu_run(struct cu *u, const json_t *body, const struct httpd_request *req, json_t **out,
+		  struct err *e)
+{
+	static const char *const dialects[] = {"anthropic", "openai", NULL};
+	int dialect = -1;
+	if (param_enum(body, "dialect", dialects, &dialect, e) < 0)
+		return -1;
+	const char *q = httpd_query(req, "dialect");
+	if (dialect < 0 && q) {
+		for (int i = 0; dialects[i]; i++)
+			if (strcmp(q, dialects[i]) == 0)
+				dialect = i;
+		if (dialect < 0)
+			return err_param(e, "dialect", "dialect: anthropic or openai, not '%.40s'",
+					 q);
+	}
+	/* Whole blocks: Anthropic's tool_use, OpenAI's computer_call. */
+	const char *type = json_string_value(json_object_get(body, "type"));
+	json_t *in = NULL;
+	const char *ref = NULL;
+	if (type && strcmp(type, "tool_use") == 0) {
+		static const char *const known[] = {
+		    "type", "id", "name", "input", "display", "dialect", "screenshot_delay_ms",
+		    NULL};
+		if (params_check_known(body, known, e) < 0 ||
+		    param_object(body, "input", &in, e) < 0 || param_str(body, "id", &ref, e) < 0)
+			return -1;
+		if (!in)
+			return err_param(e, "input", "input: required in a tool_use block");
+		dialect = 0;
+	} else if (type && strcmp(type, "computer_call") == 0) {
+		static const char *const known[] = {"type",
+						    "id",
+						    "call_id",
+						    "action",
+						    "status",
+						    "display",
+						    "dialect",
+						    "pending_safety_checks",
+						    "screenshot_delay_ms",
+						    NULL};
+		if (params_check_known(body, known, e) < 0 ||
+		    param_object(body, "action", &in, e) < 0 ||
+		    param_str(body, "call_id", &ref, e) < 0)
+			return -1;
+		if (!in)
+			return err_param(e, "action", "action: required in a computer_call item");
+		dialect = 1;
+	} else if (dialect < 0) {
+		if (json_is_string(json_object_get(body, "action")))
+			dialect = 0;
+		else if (type)
+			dialect = 1;
+		else
+			return err_set(
+			    e, ERR_INVALID,
+			    "the body is neither Anthropic's computer tool input "
+			    "({\"action\": \"left_click\", ...}) nor an OpenAI computer-use "
+			    "action ({\"type\": \"click\", ...}); 'dialect' can say which");
+	}
+	if (cu_display(u, body, req, e) < 0 || cu_settle(u, body, req, e) < 0)
+		return -1;
+	if (!in)
+		in = (json_t *)body;
+	return dialect == 0 ? cu_anthropic(u, in, ref, out, e) : cu_openai(u, in, ref, out, e);
+}
+
+void computeruse_handle(struct core *core, const char *id, const char *ws,
+			struct httpd_request *req, struct httpd_response *resp)
+{
+	struct err e = {0};
+	struct cu u = {.core = core, .id = id, .ws = ws};
+	json_error_t je;
+	json_t *body = req->body_len
+			   ? json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je)
+			   : NULL;
+	json_t *out = NULL;
+	int rc;
+	if (!body)
+		rc = err_set(&e, ERR_BAD_REQUEST, "the body must be a JSON object: %s",
+			     req->body_len ? je.text : "it is empty");
+	else if (!json_is_object(body))
+		rc = err_set(&e, ERR_BAD_REQUEST, "the body must be a JSON object");
+	else
+		rc = cu_run(&u, body, req, &out, &e);
+	json_decref(body);
+	if (rc < 0)
+		httpd_respond_err(resp, &e);
+	else
+		httpd_respond_json(resp, 200, out);
+}

@@ -1,0 +1,26 @@
+"""cubicle: Linux computers (Xfce desktops and headless sandboxes) for AI
+agents, driven through cubicled's REST API. Standard library only.
+
+    from cubicle import Computer
+    with Computer.create(kind="desktop") as c:
+        c.left_click(100, 200)
+        c.type("hello\\n")
+        png = c.screenshot()
+
+Configuration: $CUBICLE_URL and $CUBICLE_API_KEY, or Client(url, api_key)
+passed as client= to Computer.create/get/list.
+"""
+
+from .actions import ProcessResult
+from .client import Client, default_client
+from .computer import Computer
+from .errors import (BadRequest, ComputerFailed, Conflict, ConnectionFailed, CubicleError,
+                     Forbidden, InternalError, InvalidParameter, NotFound, RateLimited,
+                     TooLarge, Timeout, Unauthorized, Unavailable)
+
+__version__ = "0.1.0"
+
+__all__ = ["Client", "Computer", "ProcessResult", "default_client", "CubicleError",
+           "BadRequest", "ComputerFailed", "Conflict", "ConnectionFailed", "Forbidden",
+           "InternalError", "InvalidParameter", "NotFound", "RateLimited", "TooLarge",
+           "Timeout", "Unauthorized", "Unavailable"]

@@ -1,0 +1,260 @@
+#include "httpc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+struct httpc_share {
+	CURLSH *sh;
+	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
+};
+
+static pthread_once_t httpc_once = PTHREAD_ONCE_INIT;
+
+static void httpc_global_init(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void httpc_share_lock(CURL *h, curl_lock_data data, curl_lock_access a, void *u)
+{
+	(void)h, (void)a;
+	pthread_mutex_lock(&((struct httpc_share *)u)->locks[data]);
+}
+
+static void httpc_share_unlock(CURL *h, curl_lock_data data, void *u)
+{
+	(void)h;
+	pthread_mutex_unlock(&((struct httpc_share *)u)->locks[data]);
+}
+
+struct httpc_share *httpc_share_new(void)
+{
+	pthread_once(&httpc_once, httpc_global_init);
+	struct httpc_share *s = calloc(1, sizeof *s);
+	if (!s || !(s->sh = curl_share_init())) {
+		free(s);
+		return NULL;
+	}
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&s->locks[i], NULL);
+	curl_share_setopt(s->sh, CURLSHOPT_LOCKFUNC, httpc_share_lock);
+	curl_share_setopt(s->sh, CURLSHOPT_UNLOCKFUNC, httpc_share_unlock);
+	curl_share_setopt(s->sh, CURLSHOPT_USERDATA, s);
+	curl_share_setopt(s->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+	return s;
+}
+
+void httpc_share_free(struct httpc_share *s)
+{
+	if (!s)
+		return;
+	curl_share_cleanup(s->sh);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&s->locks[i]);
+	free(s);
+}
+
+void httpc_reply_free(struct httpc_reply *r)
+{
+	free(r->body);
+	memset(r, 0, sizeof *r);
+}
+
+char *httpc_escape(const char *s)
+{
+	pthread_once(&httpc_once, httpc_global_init);
+	char *esc = curl_easy_escape(NULL, s, 0);
+	char *out = esc ? strdup(esc) : NULL;
+	curl_free(esc);
+	return out;
+}
+
+/* One transfer in progress. */
+struct httpc_xfer {
+	const struct httpc_request *q;
+	struct httpc_reply *r;
+	CURL *h;
+	size_t cap;
+	int fd_error; /* out_fd or body_fd failed */
+};
+
+static int httpc_append(struct httpc_reply *r, size_t *cap, const char *p, size_t len)
+{
+	if (r->body_len + len + 1 > *cap) {
+		size_t n = *cap ? *cap : 4096;
+		while (n < r->body_len + len + 1)
+			n *= 2;
+		char *nb = realloc(r->body, n);
+		if (!nb)
+			return -1;
+		r->body = nb;
+		*cap = n;
+	}
+	memcpy(r->body + r->body_len, p, len);
+	r->body_len += len;
+	r->body[r->body_len] = 0;
+	return 0;
+}
+
+static int httpc_write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, p, len);
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static size_t httpc_on_body(char *p, size_t size, size_t n, void *u)
+{
+	struct httpc_xfer *x = u;
+	size_t len = size * n;
+	long status = 0;
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+	bool to_fd = x->q->out_fd >= 0 && (x->q->out_fd_always || (status >= 200 && status < 300));
+	if (to_fd) {
+		if (httpc_write_all(x->q->out_fd, p, len) < 0) {
+			x->fd_error = 1;
+			return 0;
+		}
+		return len;
+	}
+	return httpc_append(x->r, &x->cap, p, len) < 0 ? 0 : len;
+}
+
+static size_t httpc_on_header(char *p, size_t size, size_t n, void *u)
+{
+	struct httpc_xfer *x = u;
+	size_t len = size * n;
+	static const struct {
+		const char *name;
+		size_t off, cap;
+	} want[] = {
+	    {"content-type:", offsetof(struct httpc_reply, content_type), 64},
+	    {"x-width:", offsetof(struct httpc_reply, x_width), 16},
+	    {"x-height:", offsetof(struct httpc_reply, x_height), 16},
+	    {"x-scale:", offsetof(struct httpc_reply, x_scale), 32},
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		size_t nl = strlen(want[i].name);
+		if (len > nl && strncasecmp(p, want[i].name, nl) == 0) {
+			const char *v = p + nl;
+			size_t vl = len - nl;
+			while (vl && (*v == ' ' || *v == '\t'))
+				v++, vl--;
+			while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+				vl--;
+			char *dst = (char *)x->r + want[i].off;
+			snprintf(dst, want[i].cap, "%.*s", (int)vl, v);
+		}
+	}
+	return len;
+}
+
+static size_t httpc_on_read(char *p, size_t size, size_t n, void *u)
+{
+	struct httpc_xfer *x = u;
+	ssize_t got = read(x->q->body_fd, p, size * n);
+	if (got < 0) {
+		x->fd_error = 1;
+		return CURL_READFUNC_ABORT;
+	}
+	return (size_t)got;
+}
+
+static int httpc_on_progress(void *u, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	struct httpc_xfer *x = u;
+	x->q->progress(x->q->progress_arg, (uint64_t)dt, (uint64_t)dn, (uint64_t)ut, (uint64_t)un);
+	return 0;
+}
+
+/* Everything but the body callbacks; returns the header list to free. */
+static struct curl_slist *httpc_setup(CURL *h, const struct httpc_request *q)
+{
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
+	curl_easy_setopt(h, CURLOPT_URL, q->url);
+	if (q->unix_socket)
+		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, q->unix_socket);
+	if (q->share)
+		curl_easy_setopt(h, CURLOPT_SHARE, q->share->sh);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(h, CURLOPT_PROXY, "");
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	if (q->timeout_ms > 0)
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, q->timeout_ms);
+	if (q->bearer) {
+		char auth[512];
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s", q->bearer);
+		hdrs = curl_slist_append(hdrs, auth);
+	}
+	if (q->body_type) {
+		char type[128];
+		snprintf(type, sizeof type, "Content-Type: %s", q->body_type);
+		hdrs = curl_slist_append(hdrs, type);
+	}
+	if (q->body_fd >= 0) {
+		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->body_fd_len);
+	} else if (q->body || strcmp(q->method, "POST") == 0) {
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->body ? (const char *)q->body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
+	}
+	if (strcmp(q->method, "GET") != 0 && strcmp(q->method, "POST") != 0 &&
+	    strcmp(q->method, "PUT") != 0)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
+	else if (strcmp(q->method, "PUT") == 0 && q->body_fd < 0)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+	return hdrs;
+}
+
+int httpc_perform(const struct httpc_request *q, struct httpc_reply *r, struct err *e)
+{
+	memset(r, 0, sizeof *r);
+	pthread_once(&httpc_once, httpc_global_init);
+	CURL *h = curl_easy_init();
+	if (!h)
+		return err_set(e, ERR_INTERNAL, "cannot initialise libcurl");
+	struct httpc_xfer x = {.q = q, .r = r, .h = h};
+	struct curl_slist *hdrs = httpc_setup(h, q);
+	char detail[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, httpc_on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, httpc_on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
+	if (q->body_fd >= 0) {
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, httpc_on_read);
+		curl_easy_setopt(h, CURLOPT_READDATA, &x);
+	}
+	if (q->progress) {
+		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, httpc_on_progress);
+		curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+	}
+	CURLcode rc = curl_easy_perform(h);
+	long status = 0;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	r->status = (int)status;
+	if (rc == CURLE_OK)
+		return 0;
+	if (x.fd_error)
+		return err_set(e, ERR_INTERNAL, "%s the local file failed",
+			       rc == CURLE_ABORTED_BY_CALLBACK ? "reading" : "writing");
+	return err_set(e, rc == CURLE_OPERATION_TIMEDOUT ? ERR_TIMEOUT : ERR_UNAVAILABLE, "%s",
+		       detail[0] ? detail : curl_easy_strerror(rc));
+}
