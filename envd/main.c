@@ -2,12 +2,13 @@
  * envd: the agent inside every cubicle computer.
  *
  *   envd --listen unix:PATH | tcp:HOST:PORT --token-file FILE [--user NAME]
- *        [--vnc unix:PATH]
+ *        [--vnc unix:PATH | port:DEV]
  *
  * Drives the X display in $DISPLAY (when there is one) and serves the HTTP
  * API of server.h. Prints "envd: listening on <address>" on stdout once it
  * accepts connections, so a supervisor or a test knows where to connect.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pwd.h>
@@ -44,6 +45,8 @@ static void main_usage(FILE *to)
 	      "                      AT-SPI, xfce4-session) as --user; default: none\n"
 	      "  --resolution WxH    the session's screen size (default 1280x800)\n"
 	      "  --vnc unix:PATH     serve the display over RFB (VNC) on this UNIX socket\n"
+	      "  --vnc port:DEV      ... or on this virtio-serial port (default in a microVM:\n"
+	      "                      the port named cubicle.vnc, if any)\n"
 	      "  --max-body BYTES    largest action request body (default 64 MiB)\n"
 	      "  --max-read-file BYTES  read_file's limit (default 16 MiB)\n"
 	      "  --version           print the version\n"
@@ -85,6 +88,34 @@ static long long main_parse_size(const char *s, const char *flag)
 		exit(2);
 	}
 	return v;
+}
+
+/*
+ * In a microVM the host's live view comes through the virtio-serial port
+ * named "cubicle.vnc" (there is no udev to make /dev/virtio-ports/ links):
+ * "port:/dev/vportNpM" when there is one.
+ */
+static bool main_vnc_port(char *out, size_t len)
+{
+	DIR *d = opendir("/sys/class/virtio-ports");
+	if (!d)
+		return false;
+	bool found = false;
+	struct dirent *de;
+	while (!found && (de = readdir(d))) {
+		char path[300], name[64] = "";
+		snprintf(path, sizeof path, "/sys/class/virtio-ports/%s/name", de->d_name);
+		FILE *f = de->d_name[0] != '.' ? fopen(path, "re") : NULL;
+		if (!f)
+			continue;
+		if (fgets(name, sizeof name, f) && strcmp(name, "cubicle.vnc\n") == 0) {
+			snprintf(out, len, "port:/dev/%.40s", de->d_name);
+			found = true;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found;
 }
 
 int main(int argc, char **argv)
@@ -148,8 +179,10 @@ int main(int argc, char **argv)
 		}
 		case 'v':
 			vnc_addr = optarg;
-			if (strncmp(optarg, "unix:", 5) != 0 || !optarg[5]) {
-				fprintf(stderr, "envd: --vnc takes unix:PATH\n");
+			if ((strncmp(optarg, "unix:", 5) != 0 || !optarg[5]) &&
+			    strncmp(optarg, "port:/", 6) != 0) {
+				fprintf(stderr,
+					"envd: --vnc takes unix:PATH or port:/dev/vportNpM\n");
 				return 2;
 			}
 			break;
@@ -216,6 +249,9 @@ int main(int argc, char **argv)
 	} else {
 		env.display = NULL;
 	}
+	char port_addr[64];
+	if (!vnc_addr && env.desk && main_vnc_port(port_addr, sizeof port_addr))
+		vnc_addr = port_addr; /* a microVM's live view */
 	if (vnc_addr && (!env.desk || !env.clipboard)) {
 		fprintf(stderr, "envd: --vnc %s: no X display to serve, so no RFB server\n",
 			vnc_addr);

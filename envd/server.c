@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -64,6 +65,35 @@ static void server_health(void *ctx, struct httpd_request *req, struct httpd_res
 	if (env->session && ready)
 		json_object_set_new(h, "ready_ms", json_real(session_ready_ms(env->session)));
 	httpd_respond_json(resp, 200, h);
+}
+
+/*
+ * POST /v1/clock?unix_ms=N: sets the guest's wall clock. For the microVM
+ * driver after a restore from a snapshot (the guest's clock stood still
+ * while it was stopped). cubicled's proxy does not forward it: only the
+ * host, which holds the token, calls it. Needs CAP_SYS_TIME (envd as root
+ * in a VM; a container's envd gets 409).
+ */
+static void server_clock(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	(void)ctx;
+	struct err e = {0};
+	const char *v = httpd_query(req, "unix_ms");
+	char *end = NULL;
+	long long ms = v ? strtoll(v, &end, 10) : 0;
+	/* 2020-01-01 .. 2200-01-01 */
+	if (!v || !*v || *end || ms < 1577836800000LL || ms > 7258118400000LL) {
+		err_param(&e, "unix_ms", "unix_ms: milliseconds since 1970, after 2020");
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	if (clock_settime(CLOCK_REALTIME, &ts) < 0) {
+		err_set(&e, ERR_CONFLICT, "cannot set the clock here: %s", strerror(errno));
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	httpd_respond_json(resp, 200, json_pack("{s:b}", "ok", 1));
 }
 
 static void server_action(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -271,6 +301,12 @@ static int server_route(void *ctx, struct httpd_request *req, struct httpd_route
 		if (req->method != HTTPD_GET)
 			return err_set(e, ERR_BAD_REQUEST, "/health answers GET only");
 		route->handler = server_health;
+		return 0;
+	}
+	if (strcmp(req->path, "/v1/clock") == 0) {
+		if (req->method != HTTPD_POST)
+			return err_set(e, ERR_BAD_REQUEST, "/v1/clock answers POST only");
+		route->handler = server_clock;
 		return 0;
 	}
 	if (strncmp(req->path, "/v1/actions/", 12) == 0) {

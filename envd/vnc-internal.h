@@ -50,6 +50,7 @@ struct vnc {
 	struct envd *env;
 	char *path; /* the UNIX socket */
 	int listen_fd;
+	char *port; /* or the virtio-serial port (/dev/vportNpM) of a microVM */
 	int accept_wake[2];
 	pthread_t accept_thread;
 	bool accept_started;

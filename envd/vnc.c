@@ -51,6 +51,9 @@
  * the capture thread already batches damage, so keep it short. */
 #define VNC_DEFER_MS 2
 
+/* How long a viewer on a virtio port may make no progress (see vnc_start). */
+#define VNC_PORT_WAIT_MS 5000
+
 /* How long vnc_stop waits for the viewers' threads to end. */
 #define VNC_STOP_WAIT_S 10
 
@@ -236,6 +239,63 @@ static void *vnc_accept_main(void *arg)
 	return NULL;
 }
 
+/*
+ * A microVM's viewer comes through a virtio-serial port: the host end is a
+ * UNIX socket of QEMU's that the gateway connects to. The port carries one
+ * viewer at a time and has no accept: poll says POLLHUP while no host end is
+ * connected. envd opens the port, waits for a host end, gives the port to
+ * libvncserver as the viewer's descriptor (the greeting goes out at once),
+ * and when that viewer ends (EOF: the host end closed) opens it again; the
+ * open drops what the last viewer left unread.
+ */
+static bool vnc_port_wait(struct vnc *v, int ms)
+{
+	struct pollfd w = {v->accept_wake[0], POLLIN, 0};
+	return poll(&w, 1, ms) > 0; /* true: stop */
+}
+
+static void *vnc_port_main(void *arg)
+{
+	struct vnc *v = arg;
+	bool told = false;
+	for (;;) {
+		pthread_mutex_lock(&v->lock);
+		int viewers = v->viewers;
+		pthread_mutex_unlock(&v->lock);
+		if (viewers > 0) {
+			if (vnc_port_wait(v, 100))
+				break;
+			continue;
+		}
+		vnc_reap(v);
+		int fd = open(v->port, O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			if (!told)
+				fprintf(stderr, "envd: vnc: cannot open %s: %s\n", v->port,
+					strerror(errno));
+			told = true;
+			if (vnc_port_wait(v, 1000))
+				break;
+			continue;
+		}
+		told = false;
+		bool stop = false;
+		for (;;) {
+			struct pollfd p = {fd, POLLOUT, 0};
+			if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) && !(p.revents & POLLHUP))
+				break;
+			if ((stop = vnc_port_wait(v, 100)))
+				break;
+		}
+		if (stop) {
+			close(fd);
+			break;
+		}
+		vnc_accept_one(v, fd);
+	}
+	return NULL;
+}
+
 /* ---- start and stop ----------------------------------------------------- */
 
 static int vnc_listen(struct vnc *v, const char *path, struct err *e)
@@ -320,8 +380,10 @@ static int vnc_screen_init(struct vnc *v, struct err *e)
 
 struct vnc *vnc_start(struct envd *env, const char *addr, struct err *e)
 {
-	if (!addr || strncmp(addr, "unix:", 5) != 0 || !addr[5]) {
-		err_param(e, "vnc", "--vnc takes unix:PATH, not '%s'", addr ? addr : "");
+	bool port = addr && strncmp(addr, "port:", 5) == 0 && addr[5] == '/';
+	if (!addr || (!port && (strncmp(addr, "unix:", 5) != 0 || !addr[5]))) {
+		err_param(e, "vnc", "--vnc takes unix:PATH or port:/dev/vportNpM, not '%s'",
+			  addr ? addr : "");
 		return NULL;
 	}
 	if (!env->display || !env->desk || !env->clipboard) {
@@ -352,11 +414,23 @@ struct vnc *vnc_start(struct envd *env, const char *addr, struct err *e)
 		err_set(e, ERR_INTERNAL, "pipe: %s", strerror(errno));
 		goto fail;
 	}
+	if (port && !(v->port = strdup(addr + 5))) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
 	if (vnc_capture_open(v, e) < 0 || vnc_screen_init(v, e) < 0 || vnc_input_open(v, e) < 0 ||
-	    vnc_listen(v, addr + 5, e) < 0 || vnc_capture_start(v, e) < 0 ||
+	    (!port && vnc_listen(v, addr + 5, e) < 0) || vnc_capture_start(v, e) < 0 ||
 	    vnc_clip_start(v, e) < 0)
 		goto fail;
-	int rc = pthread_create(&v->accept_thread, NULL, vnc_accept_main, v);
+	/* A port's writes block (EAGAIN, as libvncserver makes fds non-blocking)
+	 * once its host end is gone, and nothing like shutdown() ends them:
+	 * give up on such a viewer after 5 s (libvncserver's default is 20),
+	 * so the next one is not kept waiting longer. */
+	if (port) {
+		v->screen->maxClientWait = VNC_PORT_WAIT_MS;
+		rfbMaxClientWait = VNC_PORT_WAIT_MS; /* what rfbWriteExact reads */
+	}
+	int rc = pthread_create(&v->accept_thread, NULL, port ? vnc_port_main : vnc_accept_main, v);
 	if (rc != 0) {
 		err_set(e, ERR_INTERNAL, "cannot start a thread: %s", strerror(rc));
 		goto fail;
@@ -438,5 +512,6 @@ void vnc_stop(struct vnc *v)
 	free(v->finished);
 	free(v->fb);
 	free(v->path);
+	free(v->port);
 	free(v);
 }

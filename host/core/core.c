@@ -81,14 +81,19 @@ static struct core_rt *core_rt_add(struct core *c, const struct store_computer *
 	return r;
 }
 
+/* The driver of a computer, by the isolation it was created with. */
+static const struct driver_ops *core_ops(const struct store_computer *sc)
+{
+	return strcmp(sc->isolation, "vm") == 0 ? &driver_vm : &driver_container;
+}
+
 /* Records where envd and, for a desktop, its RFB server are (lock held). */
-static void core_rt_addresses(struct core *c, struct core_rt *r, const struct driver_computer *dc,
-			      const char *address)
+static void core_rt_addresses(const struct driver_ops *ops, struct core_rt *r,
+			      const struct driver_computer *dc, const char *address)
 {
 	snprintf(r->address, sizeof r->address, "%s", address);
 	r->vnc[0] = 0;
-	if (strcmp(r->kind, "desktop") == 0 &&
-	    c->driver->vnc_path(dc, r->vnc, sizeof r->vnc, NULL) < 0)
+	if (strcmp(r->kind, "desktop") == 0 && ops->vnc_path(dc, r->vnc, sizeof r->vnc, NULL) < 0)
 		r->vnc[0] = 0;
 }
 
@@ -207,30 +212,32 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 {
 	struct core_paths p;
 	struct driver_computer dc;
+	const struct driver_ops *ops = core_ops(sc);
 	core_driver_computer(c, sc, &p, &dc);
 	mkdir(p.dir, 0700);
 	struct err de = {0};
 	char address[320] = "";
 	int rc = 0;
 	if (create)
-		rc = c->driver->create(&dc, &de);
+		rc = ops->create(&dc, &de);
 	if (rc == 0) {
-		rc = c->driver->start(&dc, &de);
+		rc = ops->start(&dc, &de);
+		snprintf(sc->accel, sizeof sc->accel, "%s", dc.accel);
 		store_computer_update(c->store, sc, NULL); /* the driver state, now */
 	}
 	if (rc == 0)
-		rc = c->driver->envd_address(&dc, address, sizeof address, &de);
+		rc = ops->envd_address(&dc, address, sizeof address, &de);
 	if (rc == 0) {
 		pthread_mutex_lock(&c->lock);
 		struct core_rt *r = core_rt_find(c, sc->id);
 		if (r)
-			core_rt_addresses(c, r, &dc, address);
+			core_rt_addresses(ops, r, &dc, address);
 		pthread_mutex_unlock(&c->lock);
 		rc = core_wait_ready(c, address, sc->envd_token, &de);
 	}
 	if (rc < 0) {
 		struct err ignore;
-		c->driver->stop(&dc, &ignore);
+		ops->stop(&dc, &ignore);
 		core_set_state(c, sc, "error", de.message, NULL);
 		if (e)
 			*e = de;
@@ -252,11 +259,12 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 struct core_job {
 	struct core *c;
 	char id[40];
-	enum { JOB_BOOT, JOB_STOP, JOB_DELETE } kind;
+	enum { JOB_BOOT, JOB_STOP, JOB_DELETE, JOB_DEAD } kind;
 };
 
 static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e);
 static int core_do_delete(struct core *c, struct store_computer *sc, struct err *e);
+static void core_do_dead(struct core *c, struct store_computer *sc);
 
 static void *core_job_main(void *arg)
 {
@@ -275,6 +283,8 @@ static void *core_job_main(void *arg)
 				core_do_stop(c, &sc, NULL);
 			else if (j->kind == JOB_DELETE && strcmp(sc.state, "deleted") != 0)
 				core_do_delete(c, &sc, NULL);
+			else if (j->kind == JOB_DEAD && strcmp(sc.state, "running") == 0)
+				core_do_dead(c, &sc);
 		}
 		store_computer_clear(&sc);
 		pthread_mutex_unlock(&r->op);
@@ -326,7 +336,7 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	if (core_set_state(c, sc, "stopping", NULL, e) < 0)
 		return -1;
 	struct err de = {0};
-	if (c->driver->stop(&dc, &de) < 0) {
+	if (core_ops(sc)->stop(&dc, &de) < 0) {
 		core_set_state(c, sc, "error", de.message, NULL);
 		if (e)
 			*e = de;
@@ -351,7 +361,7 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	if (core_set_state(c, sc, "deleting", NULL, e) < 0)
 		return -1;
 	struct err de = {0};
-	if (c->driver->destroy(&dc, &de) < 0) {
+	if (core_ops(sc)->destroy(&dc, &de) < 0) {
 		core_set_state(c, sc, "error", de.message, NULL);
 		if (e)
 			*e = de;
@@ -359,6 +369,67 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	}
 	rmdir(p.dir);
 	return core_set_state(c, sc, "deleted", NULL, e);
+}
+
+/*
+ * A running computer whose processes are gone (QEMU or the container's init
+ * killed from outside, or crashed): error with the reason, billing ended,
+ * what is left cleaned up. Checked again under the op lock.
+ */
+static void core_do_dead(struct core *c, struct store_computer *sc)
+{
+	struct core_paths p;
+	struct driver_computer dc;
+	const struct driver_ops *ops = core_ops(sc);
+	core_driver_computer(c, sc, &p, &dc);
+	if (ops->alive(&dc))
+		return;
+	if (c->close_streams)
+		c->close_streams(c->close_streams_ctx, sc->id);
+	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, NULL, core_now_ms(), NULL);
+	struct err ignore;
+	ops->stop(&dc, &ignore);
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, sc->id);
+	if (r)
+		r->address[0] = r->vnc[0] = 0;
+	pthread_mutex_unlock(&c->lock);
+	char why[200];
+	snprintf(why, sizeof why,
+		 "its %s ended while it was running (killed from outside or crashed)",
+		 strcmp(sc->isolation, "vm") == 0 ? "QEMU process" : "processes");
+	fprintf(stderr, "cubicled: %s: %s\n", sc->id, why);
+	core_set_state(c, sc, "error", why, NULL);
+}
+
+/* Queues core_do_dead for every running computer whose processes are gone.
+ * One that is busy with an operation is looked at on a later tick. */
+static void core_check_alive(struct core *c)
+{
+	struct core_rt *running[64];
+	int n = 0;
+	pthread_mutex_lock(&c->lock);
+	for (struct core_rt *r = c->rts; r && n < 64; r = r->next)
+		if (strcmp(r->state, "running") == 0)
+			running[n++] = r; /* records live until core_close */
+	pthread_mutex_unlock(&c->lock);
+	for (int i = 0; i < n; i++) {
+		if (pthread_mutex_trylock(&running[i]->op) != 0)
+			continue;
+		struct store_computer sc = {0};
+		bool dead = false;
+		if (store_computer_get(c->store, running[i]->id, NULL, &sc, NULL) == 0 &&
+		    strcmp(sc.state, "running") == 0) {
+			struct core_paths p;
+			struct driver_computer dc;
+			core_driver_computer(c, &sc, &p, &dc);
+			dead = !core_ops(&sc)->alive(&dc);
+		}
+		store_computer_clear(&sc);
+		pthread_mutex_unlock(&running[i]->op);
+		if (dead)
+			core_background(c, running[i]->id, JOB_DEAD);
+	}
 }
 
 /* Loads a computer the caller may see, with its op lock taken. */
@@ -414,7 +485,7 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	if (params_check_known(params, known, e) < 0)
 		return -1;
 	struct store_computer sc = {0};
-	int kind = 0, iso = 0;
+	int kind = 0, iso = -1;
 	if (param_enum(params, "kind", kinds, &kind, e) < 0)
 		return -1;
 	snprintf(sc.kind, sizeof sc.kind, "%s", kinds[kind]);
@@ -427,10 +498,13 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	snprintf(sc.size, sizeof sc.size, "%s", sz->name);
 	if (param_enum(params, "isolation", isolations, &iso, e) < 0)
 		return -1;
-	if (iso == 1 || strcmp(c->driver->name, isolations[iso]) != 0)
+	if (iso < 0)
+		iso = c->default_vm ? 1 : 0;
+	const char *why = iso == 1 ? c->vm_why : c->container_why;
+	if (why[0])
 		return err_param(e, "isolation",
-				 "isolation: '%s' is not available on this host yet; use container",
-				 isolations[iso]);
+				 "isolation: '%s' is not available on this host: %s",
+				 isolations[iso], why);
 	snprintf(sc.isolation, sizeof sc.isolation, "%s", isolations[iso]);
 	const char *wsp = NULL;
 	if (param_str(params, "workspace", &wsp, e) < 0)
@@ -476,6 +550,12 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 		goto fail;
 	}
 	snprintf(sc.external_workspace_id, sizeof sc.external_workspace_id, "%s", ext ? ext : "");
+	if (session && strcmp(sc.isolation, "vm") == 0) {
+		/* The session directory is a host directory bound into a container;
+		 * a microVM has no shared filesystem (yet). */
+		err_param(e, "session", "session: not available with isolation 'vm' yet");
+		goto fail;
+	}
 	if (session) {
 		char dir[512];
 		if (core_session_dir_for(c, sc.workspace, session, dir, sizeof dir, e) < 0)
@@ -484,7 +564,8 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	}
 	if (core_check_limit(c, sc.workspace, e) < 0)
 		goto fail;
-	if (strcmp(sc.kind, "desktop") == 0) {
+	/* The pool's desktops have the default isolation. */
+	if (strcmp(sc.kind, "desktop") == 0 && (iso == 1) == c->default_vm) {
 		int claimed = pool_claim(c, sc.workspace, sc.size, params, out, e);
 		if (claimed != 0) {
 			store_computer_clear(&sc);
@@ -694,6 +775,7 @@ static void core_tick(struct core *c)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
+	core_check_alive(c);
 	pool_tick(c);
 	for (int i = 0; i < nidle; i++) {
 		fprintf(stderr, "cubicled: %s idle: %s\n", idle[i].id,
@@ -721,6 +803,7 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 	struct core_paths p;
 	struct driver_computer dc;
 	core_driver_computer(c, sc, &p, &dc);
+	const struct driver_ops *ops = core_ops(sc);
 	struct core_rt *r = core_rt_add(c, sc);
 	const char *s = sc->state;
 	if (strcmp(s, "deleting") == 0) {
@@ -729,18 +812,17 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 	}
 	if (strcmp(s, "stopping") == 0) {
 		struct err ignore;
-		c->driver->stop(&dc, &ignore);
+		ops->stop(&dc, &ignore);
 		core_set_state(c, sc, "stopped", NULL, NULL);
 		return;
 	}
 	if (strcmp(s, "running") == 0 || strcmp(s, "provisioning") == 0 ||
 	    strcmp(s, "starting") == 0) {
 		char address[320];
-		if (c->driver->alive(&dc) &&
-		    c->driver->envd_address(&dc, address, sizeof address, NULL) == 0) {
+		if (ops->alive(&dc) && ops->envd_address(&dc, address, sizeof address, NULL) == 0) {
 			if (r) {
 				pthread_mutex_lock(&c->lock);
-				core_rt_addresses(c, r, &dc, address);
+				core_rt_addresses(ops, r, &dc, address);
 				pthread_mutex_unlock(&c->lock);
 			}
 			if (strcmp(s, "running") != 0) {
@@ -756,7 +838,7 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 		snprintf(why, sizeof why,
 			 "its processes were gone when cubicled restarted (it was %s)", s);
 		struct err ignore;
-		c->driver->stop(&dc, &ignore);
+		ops->stop(&dc, &ignore);
 		core_set_state(c, sc, "error", why, NULL);
 		fprintf(stderr, "cubicled: %s: %s\n", sc->id, why);
 	}
@@ -797,6 +879,25 @@ static int core_recover(struct core *c, struct err *e)
 	return store_usage_tick(c->store, core_now_ms(), e);
 }
 
+/* Which drivers run here, and the default isolation: a microVM where KVM
+ * runs it at hardware speed, else a container (an explicit "vm" still works
+ * there, on TCG). */
+static void core_pick_drivers(struct core *c)
+{
+	if (!driver_container.available(c->container_why, sizeof c->container_why) &&
+	    !c->container_why[0])
+		snprintf(c->container_why, sizeof c->container_why, "unknown reason");
+	if (!driver_vm.available(c->vm_why, sizeof c->vm_why) && !c->vm_why[0])
+		snprintf(c->vm_why, sizeof c->vm_why, "unknown reason");
+	if (c->container_why[0])
+		fprintf(stderr, "cubicled: the container driver is not usable here: %s\n",
+			c->container_why);
+	if (c->vm_why[0])
+		fprintf(stderr, "cubicled: the vm driver is not usable here: %s\n", c->vm_why);
+	c->default_vm = !c->vm_why[0] && (c->container_why[0] || driver_vm_kvm_usable());
+	fprintf(stderr, "cubicled: default isolation: %s\n", c->default_vm ? "vm" : "container");
+}
+
 struct core *core_open(const struct core_config *cfg, struct store *store, struct err *e)
 {
 	struct core *c = calloc(1, sizeof *c);
@@ -812,7 +913,6 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	if (c->cfg.default_max_running <= 0)
 		c->cfg.default_max_running = 10;
 	c->store = store;
-	c->driver = &driver_container;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
 	char dir[600];
@@ -820,10 +920,7 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	mkdir(dir, 0700);
 	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
 	mkdir(dir, 0711);
-	char why[256] = "";
-	if (!c->driver->available(why, sizeof why))
-		fprintf(stderr, "cubicled: the %s driver is not usable here: %s\n", c->driver->name,
-			why);
+	core_pick_drivers(c);
 	if (core_recover(c, e) < 0 || pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])

@@ -32,7 +32,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +47,7 @@
 
 #include "cgroup.h"
 #include "container-boot.h"
+#include "drvutil.h"
 #include "guest-seccomp.h"
 #include "uidrange.h"
 
@@ -57,37 +57,6 @@
 #define CT_SLIRP	 "slirp4netns"
 
 /* ---- small helpers ---------------------------------------------------------- */
-
-static void ct_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
-static long long ct_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static long long ct_state_int(const struct driver_computer *c, const char *key, long long def)
-{
-	json_t *v = c->state ? json_object_get(c->state, key) : NULL;
-	return json_is_integer(v) ? (long long)json_integer_value(v) : def;
-}
-
-static void ct_state_set_int(struct driver_computer *c, const char *key, long long v)
-{
-	if (c->state)
-		json_object_set_new(c->state, key, json_integer(v));
-}
-
-static void ct_state_del(struct driver_computer *c, const char *key)
-{
-	if (c->state)
-		json_object_del(c->state, key);
-}
 
 /* c->dir + "/" + name, or an error when it does not fit. */
 static int ct_path(const struct driver_computer *c, const char *name, char *out, size_t len,
@@ -100,36 +69,9 @@ static int ct_path(const struct driver_computer *c, const char *name, char *out,
 	return 0;
 }
 
-/* Searches $PATH (then the usual places) for an executable. */
-static int ct_find_exe(const char *name, char *out, size_t len)
-{
-	const char *path = getenv("PATH");
-	char buf[4096];
-	snprintf(buf, sizeof(buf), "%s:/usr/bin:/usr/sbin:/bin:/sbin", path ? path : "");
-	char *save = NULL;
-	for (char *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		if (!*d)
-			continue;
-		snprintf(out, len, "%s/%s", d, name);
-		if (access(out, X_OK) == 0)
-			return 0;
-	}
-	return -1;
-}
-
 static int ct_check_computer(const struct driver_computer *c, struct err *e)
 {
-	if (!c->id || !c->id[0] || strchr(c->id, '/') || strcmp(c->id, ".") == 0 ||
-	    strcmp(c->id, "..") == 0)
-		return err_set(e, ERR_INVALID, "container: the computer id must be a file name");
-	if (!c->dir || c->dir[0] != '/')
-		return err_set(e, ERR_INVALID,
-			       "container: the computer directory must be absolute");
-	if (!c->image_dir || !c->image_dir[0])
-		return err_set(e, ERR_INVALID, "container: no image directory given");
-	if (!c->state || !json_is_object(c->state))
-		return err_set(e, ERR_INTERNAL, "container: the computer has no state object");
-	return 0;
+	return drv_check_computer(c, "container", e);
 }
 
 /* ---- uid ranges ------------------------------------------------------------------ */
@@ -137,19 +79,19 @@ static int ct_check_computer(const struct driver_computer *c, struct err *e)
 /* The computer's uid range: the one its state records, or a new one. */
 static int ct_range_claim(struct driver_computer *c, struct err *e)
 {
-	long long slot = uidrange_claim(c->dir, ct_state_int(c, "uid_slot", -1), e);
+	long long slot = uidrange_claim(c->dir, drv_state_int(c->state, "uid_slot", -1), e);
 	if (slot < 0)
 		return -1;
-	ct_state_set_int(c, "uid_slot", slot);
-	ct_state_set_int(c, "uid_base", uidrange_base(slot));
+	drv_state_set_int(c->state, "uid_slot", slot);
+	drv_state_set_int(c->state, "uid_base", uidrange_base(slot));
 	return 0;
 }
 
 static void ct_range_release(struct driver_computer *c)
 {
-	uidrange_release(c->dir, ct_state_int(c, "uid_slot", -1));
-	ct_state_del(c, "uid_slot");
-	ct_state_del(c, "uid_base");
+	uidrange_release(c->dir, drv_state_int(c->state, "uid_slot", -1));
+	drv_state_del(c->state, "uid_slot");
+	drv_state_del(c->state, "uid_base");
 }
 
 /* ---- create ---------------------------------------------------------------------- */
@@ -200,7 +142,7 @@ static int ct_create(struct driver_computer *c, struct err *e)
 			       strerror(errno));
 	if (ct_range_claim(c, e) < 0)
 		return -1;
-	unsigned base = (unsigned)ct_state_int(c, "uid_base", 0);
+	unsigned base = (unsigned)drv_state_int(c->state, "uid_base", 0);
 	/* The upper dir's root is the guest's "/": owned by the guest's root. */
 	if (ct_mkdir_owned(c, "upper", 0755, base, e) < 0 ||
 	    ct_mkdir_owned(c, "work", 0700, base, e) < 0 ||
@@ -215,39 +157,17 @@ static int ct_create(struct driver_computer *c, struct err *e)
 
 static bool ct_init_alive(const struct driver_computer *c)
 {
-	long long pid = ct_state_int(c, "init_pid", 0);
-	long long start = ct_state_int(c, "init_start", -1);
+	long long pid = drv_state_int(c->state, "init_pid", 0);
+	long long start = drv_state_int(c->state, "init_start", -1);
 	return pid > 0 && container_proc_alive((pid_t)pid, (unsigned long long)start);
-}
-
-/* Waits until the recorded process is gone; reaps it when it is our child
- * (a cubicled that is its own subreaper). */
-static bool ct_wait_gone(pid_t pid, unsigned long long start, int timeout_ms)
-{
-	long long deadline = ct_now_ms() + timeout_ms;
-	for (;;) {
-		unsigned long long s;
-		char st;
-		if (container_proc_stat(pid, &s, &st) < 0 || s != start)
-			return true;
-		if (st == 'Z' || st == 'X') {
-			/* Only this very process: the pid is ours to reap only
-			 * while it still has the recorded start time. */
-			waitpid(pid, NULL, WNOHANG);
-			return true;
-		}
-		if (ct_now_ms() >= deadline)
-			return false;
-		ct_sleep_ms(10);
-	}
 }
 
 /* Sends sig to a recorded process if it is still the same one. */
 static void ct_signal(const struct driver_computer *c, const char *pid_key, const char *start_key,
 		      int sig)
 {
-	long long pid = ct_state_int(c, pid_key, 0);
-	long long start = ct_state_int(c, start_key, -1);
+	long long pid = drv_state_int(c->state, pid_key, 0);
+	long long start = drv_state_int(c->state, start_key, -1);
 	if (pid > 0 && container_proc_alive((pid_t)pid, (unsigned long long)start))
 		kill((pid_t)pid, sig);
 }
@@ -270,16 +190,17 @@ static int ct_cgroups(const struct driver_computer *c, struct cgroup_set *s, str
  */
 static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
 {
-	pid_t init = (pid_t)ct_state_int(c, "init_pid", 0);
-	unsigned long long init_start = (unsigned long long)ct_state_int(c, "init_start", -1);
+	pid_t init = (pid_t)drv_state_int(c->state, "init_pid", 0);
+	unsigned long long init_start =
+	    (unsigned long long)drv_state_int(c->state, "init_start", -1);
 	if (init > 0 && container_proc_alive(init, init_start)) {
 		if (grace_ms > 0) {
 			kill(init, SIGTERM);
-			ct_wait_gone(init, init_start, grace_ms);
+			drv_wait_gone(init, init_start, grace_ms);
 		}
 		if (container_proc_alive(init, init_start)) {
 			kill(init, SIGKILL);
-			if (!ct_wait_gone(init, init_start, 5000))
+			if (!drv_wait_gone(init, init_start, 5000))
 				return err_set(e, ERR_INTERNAL,
 					       "container: the computer's init (pid %d) survived "
 					       "SIGKILL",
@@ -287,9 +208,10 @@ static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
 		}
 	}
 	ct_signal(c, "slirp_pid", "slirp_start", SIGKILL);
-	pid_t slirp = (pid_t)ct_state_int(c, "slirp_pid", 0);
+	pid_t slirp = (pid_t)drv_state_int(c->state, "slirp_pid", 0);
 	if (slirp > 0)
-		ct_wait_gone(slirp, (unsigned long long)ct_state_int(c, "slirp_start", -1), 5000);
+		drv_wait_gone(slirp, (unsigned long long)drv_state_int(c->state, "slirp_start", -1),
+			      5000);
 
 	struct cgroup_set cg;
 	struct err ce;
@@ -298,11 +220,11 @@ static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
 	char sock[4096];
 	if (ct_path(c, "io/envd.sock", sock, sizeof(sock), NULL) == 0)
 		unlink(sock);
-	ct_state_del(c, "init_pid");
-	ct_state_del(c, "init_start");
-	ct_state_del(c, "slirp_pid");
-	ct_state_del(c, "slirp_start");
-	ct_state_del(c, "cgroups");
+	drv_state_del(c->state, "init_pid");
+	drv_state_del(c->state, "init_start");
+	drv_state_del(c->state, "slirp_pid");
+	drv_state_del(c->state, "slirp_start");
+	drv_state_del(c->state, "cgroups");
 	return 0;
 }
 
@@ -361,29 +283,10 @@ static int ct_prepare_session(const struct driver_computer *c, unsigned base, st
 /* The last lines of console.log, on one line, for an error message. */
 static void ct_log_tail(const struct driver_computer *c, char *out, size_t len)
 {
-	out[0] = '\0';
 	char path[4096];
-	if (ct_path(c, "console.log", path, sizeof(path), NULL) < 0)
-		return;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	char buf[2048];
-	off_t size = lseek(fd, 0, SEEK_END);
-	off_t from = size > (off_t)len - 1 ? size - (off_t)len + 1 : 0;
-	ssize_t n = pread(fd, buf, len - 1 < sizeof(buf) - 1 ? len - 1 : sizeof(buf) - 1, from);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
-	for (ssize_t i = 0; i < n; i++)
-		if (buf[i] == '\n')
-			buf[i] = '|';
-		else if ((unsigned char)buf[i] < 0x20)
-			buf[i] = ' ';
-	memcpy(out, buf, (size_t)n + 1); /* n < len: read at most len - 1 bytes */
+	out[0] = '\0';
+	if (ct_path(c, "console.log", path, sizeof(path), NULL) == 0)
+		drv_log_tail(path, out, len);
 }
 
 /* Polls until envd accepts on its socket, the computer dies or time runs out. */
@@ -412,14 +315,14 @@ static int ct_wait_envd(struct driver_computer *c, long long deadline, struct er
 				       "ends with: %s",
 				       tail);
 		}
-		if (ct_now_ms() >= deadline) {
+		if (drv_now_ms() >= deadline) {
 			ct_log_tail(c, tail, sizeof(tail));
 			return err_set(e, ERR_UNAVAILABLE,
 				       "container: envd did not accept connections within %d s; "
 				       "console.log ends with: %s",
 				       CT_START_TIMEOUT / 1000, tail);
 		}
-		ct_sleep_ms(20);
+		drv_sleep_ms(20);
 	}
 }
 
@@ -429,7 +332,7 @@ static int ct_start(struct driver_computer *c, struct err *e)
 		return -1;
 	if (ct_init_alive(c))
 		return 0; /* already running */
-	long long deadline = ct_now_ms() + CT_START_TIMEOUT;
+	long long deadline = drv_now_ms() + CT_START_TIMEOUT;
 	struct sockaddr_un sa;
 	if (strlen(c->dir) + strlen("/io/envd.sock") >= sizeof(sa.sun_path))
 		return err_set(
@@ -440,11 +343,11 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	/* Leftovers of an earlier run that died or was never stopped. */
 	if (ct_halt(c, 0, e) < 0 || ct_create(c, e) < 0)
 		return -1;
-	unsigned base = (unsigned)ct_state_int(c, "uid_base", 0);
+	unsigned base = (unsigned)drv_state_int(c->state, "uid_base", 0);
 	char rootfs[4096], slirp[4096], log[4096], res[32];
 	if (ct_image_rootfs(c, rootfs, sizeof(rootfs), e) < 0)
 		return -1;
-	if (ct_find_exe(CT_SLIRP, slirp, sizeof(slirp)) < 0)
+	if (drv_find_exe(CT_SLIRP, slirp, sizeof(slirp)) < 0)
 		return err_set(
 		    e, ERR_UNAVAILABLE,
 		    "container: slirp4netns is not installed (apt-get install slirp4netns)");
@@ -502,10 +405,10 @@ static int ct_start(struct driver_computer *c, struct err *e)
 		ct_halt(c, 0, NULL);
 		return -1;
 	}
-	ct_state_set_int(c, "init_pid", r.init_pid);
-	ct_state_set_int(c, "init_start", (long long)r.init_start);
-	ct_state_set_int(c, "slirp_pid", r.slirp_pid);
-	ct_state_set_int(c, "slirp_start", (long long)r.slirp_start);
+	drv_state_set_int(c->state, "init_pid", r.init_pid);
+	drv_state_set_int(c->state, "init_start", (long long)r.init_start);
+	drv_state_set_int(c->state, "slirp_pid", r.slirp_pid);
+	drv_state_set_int(c->state, "slirp_start", (long long)r.slirp_start);
 	if (ct_wait_envd(c, deadline, e) < 0) {
 		ct_halt(c, 0, NULL);
 		return -1;
@@ -553,15 +456,6 @@ static int ct_unmount_below(const struct driver_computer *c, struct err *e)
 	return err_set(e, ERR_INTERNAL, "container: mounts under %s keep coming back", c->dir);
 }
 
-static int ct_rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-	if (f->level == 0)
-		return 0; /* c->dir itself stays: it is the core's */
-	if (flag == FTW_DP)
-		return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
-	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
 static int ct_destroy(struct driver_computer *c, struct err *e)
 {
 	if (ct_check_computer(c, e) < 0)
@@ -574,15 +468,11 @@ static int ct_destroy(struct driver_computer *c, struct err *e)
 		return -1;
 	if (ct_unmount_below(c, e) < 0)
 		return -1;
-	struct stat st;
-	if (stat(c->dir, &st) == 0) {
-		/* The overlay's work dir holds a mode-000 directory: root gets
-		 * through, and FTW_PHYS never follows a symlink the guest made. */
-		if (nftw(c->dir, ct_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
-			return err_set(e, ERR_INTERNAL,
-				       "container: cannot remove the files in %s: %s", c->dir,
-				       strerror(errno));
-	}
+	/* The overlay's work dir holds a mode-000 directory: root gets through,
+	 * and drv_rm_contents never follows a symlink the guest made. */
+	if (drv_rm_contents(c->dir) < 0)
+		return err_set(e, ERR_INTERNAL, "container: cannot remove the files in %s: %s",
+			       c->dir, strerror(errno));
 	ct_range_release(c);
 	return 0;
 }
@@ -642,7 +532,7 @@ static bool ct_available(char *why, size_t len)
 		snprintf(why, len, "user namespaces are disabled (user.max_user_namespaces = 0)");
 		return false;
 	}
-	if (ct_find_exe(CT_SLIRP, path, sizeof(path)) < 0) {
+	if (drv_find_exe(CT_SLIRP, path, sizeof(path)) < 0) {
 		snprintf(why, len, "slirp4netns is not installed (apt-get install slirp4netns)");
 		return false;
 	}

@@ -1,7 +1,7 @@
 /*
  * driver: how a computer is isolated, behind one ops table.
  *
- * One file per driver (container.c; microvm.c later) fills a `struct
+ * One file per driver (container.c, microvm.c) fills a `struct
  * driver_ops`. The core calls the table and never asks which driver it
  * holds. A driver keeps what it must remember about a running computer
  * (pids, cgroup paths, the envd address) in `c->state`, a JSON object the
@@ -35,6 +35,7 @@ struct driver_computer {
 	int pids_max;		 /* process limit */
 	json_t *state;		 /* the driver's persisted state: an object the core
 				    owns; the driver reads and updates it in place */
+	char accel[8];		 /* set by start: "kvm" | "tcg" for a microVM, else "" */
 };
 
 struct driver_ops {
@@ -77,5 +78,10 @@ struct driver_ops {
 };
 
 extern const struct driver_ops driver_container;
+extern const struct driver_ops driver_vm;
+
+/* Whether microVMs run on KVM at hardware speed here (probed once, see
+ * kvmprobe.h; $CUBICLE_VM_ACCEL=kvm|tcg forces the answer). */
+bool driver_vm_kvm_usable(void);
 
 #endif

@@ -68,12 +68,18 @@ static int uidrange_lock(struct err *e)
 	return fd;
 }
 
-/* Whether a claim's computer is gone: its directory has no upper/ any more. */
+/* Whether a claim's computer is gone: its directory has neither upper/ (a
+ * container) nor vm/ (a microVM, whose QEMU runs as the range's first id). */
 static bool uidrange_stale(const char *target)
 {
-	char upper[4200];
-	snprintf(upper, sizeof(upper), "%s/upper", target);
-	return access(upper, F_OK) < 0 && errno == ENOENT;
+	static const char *const marks[] = {"upper", "vm"};
+	for (size_t i = 0; i < 2; i++) {
+		char path[4200];
+		snprintf(path, sizeof(path), "%s/%s", target, marks[i]);
+		if (access(path, F_OK) == 0 || errno != ENOENT)
+			return false;
+	}
+	return true;
 }
 
 /* Whether the registry entry `link` is free for owner: missing, owner's own, or stale. */

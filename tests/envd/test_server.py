@@ -147,6 +147,15 @@ class Server(unittest.TestCase):
         self.assertEqual(r.status, 400)
         self.assertIn("POST", r.json["error"]["message"])
 
+    def test_clock_checks_its_parameter(self):
+        # Only bad input here: a good one would set this host's clock (the
+        # microVM test sets a guest's).
+        for q in ("", "?unix_ms=", "?unix_ms=12", "?unix_ms=1e12", "?unix_ms=99999999999999"):
+            r = envd.request("POST", "/v1/clock" + q)
+            self.assertEqual(r.status, 400, q)
+            self.assertEqual(r.json["error"]["param"], "unix_ms")
+        self.assertEqual(envd.request("GET", "/v1/clock").status, 400)
+
     def test_keep_alive_serves_many_requests_on_one_connection(self):
         conn = http.client.HTTPConnection("127.0.0.1", envd.port, timeout=30)
         for i in range(50):

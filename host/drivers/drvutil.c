@@ -1,0 +1,145 @@
+/*
+ * drvutil: see drvutil.h.
+ */
+#include "drvutil.h"
+#include "container-boot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+void drv_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+long long drv_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long drv_state_int(const json_t *state, const char *key, long long def)
+{
+	json_t *v = state ? json_object_get(state, key) : NULL;
+	return json_is_integer(v) ? (long long)json_integer_value(v) : def;
+}
+
+void drv_state_set_int(json_t *state, const char *key, long long v)
+{
+	if (state)
+		json_object_set_new(state, key, json_integer(v));
+}
+
+const char *drv_state_str(const json_t *state, const char *key, const char *def)
+{
+	const char *s = state ? json_string_value(json_object_get(state, key)) : NULL;
+	return s ? s : def;
+}
+
+void drv_state_del(json_t *state, const char *key)
+{
+	if (state)
+		json_object_del(state, key);
+}
+
+int drv_find_exe(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s:/usr/bin:/usr/sbin:/bin:/sbin", path ? path : "");
+	char *save = NULL;
+	for (char *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		if (!*d)
+			continue;
+		snprintf(out, len, "%s/%s", d, name);
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+void drv_log_tail(const char *path, char *out, size_t len)
+{
+	out[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[2048];
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > (off_t)len - 1 ? size - (off_t)len + 1 : 0;
+	ssize_t n = pread(fd, buf, len - 1 < sizeof(buf) - 1 ? len - 1 : sizeof(buf) - 1, from);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ' || buf[n - 1] == '\r'))
+		buf[--n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == '\n')
+			buf[i] = '|';
+		else if ((unsigned char)buf[i] < 0x20)
+			buf[i] = ' ';
+	memcpy(out, buf, (size_t)n + 1); /* n < len: read at most len - 1 bytes */
+}
+
+static int drv_rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	if (f->level == 0)
+		return 0; /* the directory itself stays */
+	if (flag == FTW_DP)
+		return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
+	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int drv_rm_contents(const char *dir)
+{
+	struct stat st;
+	if (stat(dir, &st) < 0)
+		return errno == ENOENT ? 0 : -1;
+	return nftw(dir, drv_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+int drv_check_computer(const struct driver_computer *c, const char *who, struct err *e)
+{
+	if (!c->id || !c->id[0] || strchr(c->id, '/') || strcmp(c->id, ".") == 0 ||
+	    strcmp(c->id, "..") == 0)
+		return err_set(e, ERR_INVALID, "%s: the computer id must be a file name", who);
+	if (!c->dir || c->dir[0] != '/')
+		return err_set(e, ERR_INVALID, "%s: the computer directory must be absolute", who);
+	if (!c->image_dir || !c->image_dir[0])
+		return err_set(e, ERR_INVALID, "%s: no image directory given", who);
+	if (!c->state || !json_is_object(c->state))
+		return err_set(e, ERR_INTERNAL, "%s: the computer has no state object", who);
+	return 0;
+}
+
+bool drv_wait_gone(pid_t pid, unsigned long long start, int timeout_ms)
+{
+	long long deadline = drv_now_ms() + timeout_ms;
+	for (;;) {
+		unsigned long long s;
+		char st;
+		if (container_proc_stat(pid, &s, &st) < 0 || s != start)
+			return true;
+		if (st == 'Z' || st == 'X') {
+			/* Only this very process: the pid is ours to reap only
+			 * while it still has the recorded start time. */
+			waitpid(pid, NULL, WNOHANG);
+			return true;
+		}
+		if (drv_now_ms() >= deadline)
+			return false;
+		drv_sleep_ms(10);
+	}
+}

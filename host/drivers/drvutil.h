@@ -1,0 +1,45 @@
+/*
+ * drvutil: small helpers the isolation drivers share (time, their JSON
+ * state, finding programs, log tails, emptying a computer's directory).
+ */
+#ifndef CUBICLE_DRVUTIL_H
+#define CUBICLE_DRVUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#include "driver.h"
+
+void drv_sleep_ms(int ms);
+long long drv_now_ms(void); /* CLOCK_MONOTONIC */
+
+/* An integer of the state object, or def. */
+long long drv_state_int(const json_t *state, const char *key, long long def);
+void drv_state_set_int(json_t *state, const char *key, long long v);
+/* A string of the state object, or def. */
+const char *drv_state_str(const json_t *state, const char *key, const char *def);
+void drv_state_del(json_t *state, const char *key);
+
+/* Searches $PATH, then the usual places, for an executable. */
+int drv_find_exe(const char *name, char *out, size_t len);
+
+/* The last len - 1 bytes of a log file on one line ('|' for newlines), for
+ * an error message; "" when there is none. */
+void drv_log_tail(const char *path, char *out, size_t len);
+
+/* Removes everything inside dir (not dir itself), never following a
+ * symlink or crossing a mount; 0, or -1 with errno. */
+int drv_rm_contents(const char *dir);
+
+/* The checks every driver call starts with: a file-name id, an absolute
+ * directory, an image, a state object. `who` prefixes the message. */
+int drv_check_computer(const struct driver_computer *c, const char *who, struct err *e);
+
+/* Waits until the process pid that started at `start` is gone; reaps it
+ * when it is our child (cubicled is a subreaper, so it inherits detached
+ * computers when their middle child exits). */
+bool drv_wait_gone(pid_t pid, unsigned long long start, int timeout_ms);
+
+#endif

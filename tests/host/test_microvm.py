@@ -1,0 +1,257 @@
+"""The microVM isolation driver end to end: real cubicled, real QEMU (TCG on
+hosts where KVM is not usable, as on the development machines), the built
+sandbox image.
+
+CUBICLE_TEST_VM_DESKTOP=1 also boots the desktop image in a microVM (slow
+under TCG; CI does not set it)."""
+
+import glob
+import http.client
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import sys
+import tempfile
+import time
+import unittest
+
+from cubicled import Cubicled, http_call, wait_until
+
+srv = None
+key = None
+slots = None
+
+
+def setUpModule():
+    global srv, key, slots
+    # A uid-range registry of our own: cubicled binaries of other checkouts
+    # on the same host may not know that a vm/ directory holds a claim.
+    slots = tempfile.mkdtemp(prefix="cubicle-slots-")
+    os.environ["CUBICLE_UID_SLOTS"] = slots
+    srv = Cubicled(["--idle-timeout", "600"]).start()
+    _, key = srv.workspace("vm")
+
+
+def tearDownModule():
+    srv.stop()
+    shutil.rmtree(slots, ignore_errors=True)
+
+
+def bash(cid, cmd):
+    return srv.act(cid, "bash", {"command": cmd}, key=key)
+
+
+def vm_dir(cid):
+    return os.path.join(srv.state, "computers", cid, "vm")
+
+
+def qemu_pids(cid):
+    """Processes whose working directory is the computer's vm/: its QEMU."""
+    want = os.path.realpath(vm_dir(cid))
+    pids = []
+    for p in glob.glob("/proc/[0-9]*"):
+        try:
+            if os.readlink(p + "/cwd") == want:
+                pids.append(int(p[6:]))
+        except OSError:
+            pass
+    return pids
+
+
+def rfb_greeting(cid):
+    """The first bytes of the desktop's live view through cubicled's gateway."""
+    from wsclient import WebSocket
+    token = srv.ok("POST", "/v1/computers/%s/stream" % cid, {}, key=key, status=201)["token"]
+    ws = WebSocket("127.0.0.1", srv.port, "/v1/computers/%s/stream?token=%s" % (cid, token))
+    try:
+        return ws.recv_exactly(12)
+    finally:
+        ws.close()
+
+
+def envd_of(cid):
+    """The forwarded port and the token of a VM's envd (from the store)."""
+    db = sqlite3.connect(os.path.join(srv.state, "cubicle.db"))
+    token, state = db.execute("SELECT envd_token, driver_state FROM computers WHERE id=?",
+                              (cid,)).fetchone()
+    db.close()
+    return json.loads(state)["port"], token
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def cgroup_dirs(cid):
+    return glob.glob("/sys/fs/cgroup/cubicle/" + cid) + \
+        glob.glob("/sys/fs/cgroup/*/cubicle/" + cid)
+
+
+class Sandbox(unittest.TestCase):
+    """One sandbox VM through its whole life (a boot under TCG costs ~10-30 s)."""
+
+    def test_sandbox_life(self):
+        t = time.monotonic()
+        c = srv.computer(key, kind="sandbox", size="xs", isolation="vm", timeout_s=170)
+        print("\nsandbox vm: running after %.1f s" % (time.monotonic() - t), file=sys.stderr)
+        cid = c["id"]
+        self.assertEqual((c["state"], c["isolation"]), ("running", "vm"))
+        self.assertEqual(c["accel"], "tcg" if os.environ.get("CUBICLE_VM_ACCEL") != "kvm"
+                         else "kvm")
+
+        with self.subTest("bash, files, user"):
+            out = bash(cid, "id -u; uname -r; cat /proc/1/cmdline | tr '\\0' ' '")
+            uid, kernel = out["stdout"].split("\n")[:2]
+            self.assertEqual(uid, "1000")
+            self.assertIn("cloud-amd64", kernel)  # the image's kernel, not the host's
+            data = bytes(range(256)) * 200
+            path = "/v1/computers/%s/files?path=/home/user/blob.bin" % cid
+            srv.ok("PUT", path, data, key=key)
+            self.assertEqual(srv.req("GET", path, key=key).body, data)
+
+        with self.subTest("the guest's clock is the host's"):
+            guest = int(bash(cid, "date +%s")["stdout"])
+            self.assertLess(abs(guest - time.time()), 120)
+
+        with self.subTest("the token is not on QEMU's command line nor in the guest's"):
+            token_free = bash(cid, "cat /proc/cmdline")["stdout"]
+            self.assertIn("cubicle.token=-", token_free)
+            for pid in qemu_pids(cid):
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    self.assertNotIn(b"cubicle.token", f.read())
+
+        with self.subTest("size limits inside the VM and on QEMU's cgroup"):
+            nproc, mem = bash(cid, "nproc; awk '/MemTotal/{print $2}' /proc/meminfo")[
+                "stdout"].split()
+            self.assertEqual(nproc, "1")  # xs: one vCPU at a 50% quota
+            self.assertTrue(0.8 * 512 * 1024 < int(mem) <= 512 * 1024, mem)
+            quota = None
+            for d in cgroup_dirs(cid):
+                if os.path.exists(d + "/cpu.max"):
+                    quota = read(d + "/cpu.max").split()[:2]
+                    quota = int(quota[0]) / int(quota[1])
+                elif os.path.exists(d + "/cpu.cfs_quota_us"):
+                    quota = int(read(d + "/cpu.cfs_quota_us")) / \
+                        int(read(d + "/cpu.cfs_period_us"))
+            self.assertEqual(quota, 0.5)
+            pids = qemu_pids(cid)
+            self.assertEqual(len(pids), 1, pids)
+            self.assertNotEqual(os.stat("/proc/%d" % pids[0]).st_uid, 0)  # QEMU is not root
+
+        with self.subTest("envd's clock endpoint: the host's token only"):
+            port, token = envd_of(cid)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            r = http_call(conn, "POST", "/v1/clock?unix_ms=1609459200000", None, "x" * 48)
+            self.assertEqual(r.status, 401)
+            r = http_call(conn, "POST", "/v1/clock?unix_ms=1609459200000", None, token)
+            self.assertEqual(r.status, 200, r.body)
+            self.assertEqual(bash(cid, "date -u +%Y")["stdout"], "2021\n")
+
+        with self.subTest("stop saves a snapshot; start restores files and processes"):
+            bash(cid, "echo kept > /home/user/note; "
+                 "setsid sleep 4242 </dev/null >/dev/null 2>&1 & echo $! > /tmp/sleep.pid")
+            before = bash(cid, "cat /tmp/sleep.pid")["stdout"].strip()
+            s = srv.ok("POST", "/v1/computers/%s/stop" % cid, key=key)
+            self.assertEqual(s["state"], "stopped")
+            self.assertEqual(qemu_pids(cid), [])
+            self.assertTrue(os.path.exists(os.path.join(vm_dir(cid), "snapshot")))
+            s = srv.ok("POST", "/v1/computers/%s/start" % cid, key=key)
+            self.assertEqual(s["state"], "running")
+            out = bash(cid, "cat /home/user/note; pgrep -x sleep; cat /tmp/sleep.pid")
+            self.assertEqual(out["stdout"].split(), ["kept", before, before])
+            self.assertIn("restored from its snapshot", srv.read_log())
+            # The restore set the clock (set back to 2021 above) to the host's.
+            self.assertLess(abs(int(bash(cid, "date +%s")["stdout"]) - time.time()), 60)
+            self.assertFalse(os.path.exists(os.path.join(vm_dir(cid), "snapshot")))
+
+        with self.subTest("cubicled killed and restarted: the VM is adopted"):
+            pids = qemu_pids(cid)
+            srv.kill9()
+            srv.restart()
+            self.assertEqual(qemu_pids(cid), pids)
+            self.assertEqual(bash(cid, "cat /home/user/note")["stdout"], "kept\n")
+            self.assertIn("adopted " + cid, srv.read_log())
+
+        with self.subTest("QEMU killed from outside: error with a reason"):
+            pids = qemu_pids(cid)
+            self.assertEqual(len(pids), 1)
+            os.kill(pids[0], signal.SIGKILL)
+            got = wait_until(lambda: (lambda j: j if j["state"] == "error" else None)(
+                srv.ok("GET", "/v1/computers/" + cid, key=key)), 30, "the error state")
+            self.assertIn("QEMU", got["error"])
+            r = srv.req("POST", "/v1/computers/%s/actions/bash" % cid, {"command": "true"},
+                        key=key)
+            self.assertEqual(r.status, 409)
+
+        with self.subTest("delete cleans up"):
+            d = srv.ok("DELETE", "/v1/computers/" + cid, key=key)
+            self.assertEqual(d["state"], "deleted")
+            self.assertEqual(qemu_pids(cid), [])
+            self.assertFalse(os.path.exists(os.path.join(srv.state, "computers", cid)))
+            self.assertEqual(cgroup_dirs(cid), [])
+            self.assertEqual(os.listdir(slots), [".lock"])
+
+    def test_cold_boot_when_the_snapshot_is_bad(self):
+        c = srv.computer(key, kind="sandbox", size="sm", isolation="vm", timeout_s=170)
+        cid = c["id"]
+        self.assertEqual(bash(cid, "nproc")["stdout"], "1\n")
+        bash(cid, "echo on-disk > /home/user/f; sync")
+        srv.ok("POST", "/v1/computers/%s/stop" % cid, key=key)
+        with open(os.path.join(vm_dir(cid), "snapshot"), "r+b") as f:
+            f.write(b"garbage!" * 64)
+        s = srv.ok("POST", "/v1/computers/%s/start" % cid, key=key, timeout=200)
+        self.assertEqual(s["state"], "running")
+        self.assertEqual(bash(cid, "cat /home/user/f")["stdout"], "on-disk\n")
+        self.assertIn("the snapshot did not restore", srv.read_log())
+        srv.ok("DELETE", "/v1/computers/" + cid, key=key)
+
+
+class BadInput(unittest.TestCase):
+    def test_session_is_refused_for_vm(self):
+        r = srv.req("POST", "/v1/computers", {"kind": "sandbox", "size": "xs",
+                                              "isolation": "vm", "session": "s"}, key=key)
+        self.assertEqual(r.status, 400)
+        self.assertEqual(r.json["error"]["param"], "session")
+
+    def test_default_isolation_is_container_without_kvm(self):
+        if os.environ.get("CUBICLE_VM_ACCEL") == "kvm":
+            self.skipTest("KVM forced")
+        self.assertIn("default isolation: container", srv.read_log())
+
+
+@unittest.skipUnless(os.environ.get("CUBICLE_TEST_VM_DESKTOP"),
+                     "set CUBICLE_TEST_VM_DESKTOP=1 to boot the desktop image in a VM (slow)")
+class Desktop(unittest.TestCase):
+    def test_desktop_screenshot_shows_the_panel(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "envd"))
+        from pngread import Png
+        t = time.monotonic()
+        c = srv.computer(key, kind="desktop", size="small", isolation="vm", timeout_s=600)
+        print("\ndesktop vm: ready after %.1f s" % (time.monotonic() - t), file=sys.stderr)
+        r = srv.req("POST", "/v1/computers/%s/actions/screenshot" % c["id"], {}, key=key)
+        self.assertEqual(r.status, 200, r)
+        png = Png(r.body)
+        strip = {png.pixel(x, y) for y in range(0, 24, 2) for x in range(0, 1280, 4)}
+        self.assertGreater(len(strip), 8, "the panel strip looks blank")
+        cid = c["id"]
+        self.assertEqual(rfb_greeting(cid), b"RFB 003.008\n")
+        # A window and the clipboard survive stop/start (the snapshot).
+        w = srv.act(cid, "launch", {"app": "xfce4-terminal", "wait_s": 60}, key=key)["window"]
+        self.assertIsNotNone(w)
+        srv.act(cid, "set_clipboard", {"text": "kept across stop"}, key=key)
+        srv.ok("POST", "/v1/computers/%s/stop" % cid, key=key)
+        t = time.monotonic()
+        srv.ok("POST", "/v1/computers/%s/start" % cid, key=key)
+        print("desktop vm: restored in %.1f s" % (time.monotonic() - t), file=sys.stderr)
+        ids = [x["id"] for x in srv.act(cid, "windows", {}, key=key)["windows"]]
+        self.assertIn(w["id"], ids)
+        self.assertEqual(srv.act(cid, "get_clipboard", {}, key=key)["text"], "kept across stop")
+        self.assertEqual(rfb_greeting(cid), b"RFB 003.008\n")  # the live view, restored
+        srv.ok("DELETE", "/v1/computers/" + cid, key=key)
+
+
+if __name__ == "__main__":
+    unittest.main()
