@@ -194,6 +194,42 @@ static int vm_image(struct driver_computer *c, char *out, size_t len, struct err
 	return 0;
 }
 
+/*
+ * Hard-links the image's files into vm/image/ (root's, read-only to QEMU)
+ * and records that in the state, so that the image cache may prune the
+ * build while the computer still uses it as its base. QEMU, which runs in
+ * vm/ and cannot reach the state directory, names them by relative paths
+ * (image/vmlinuz; the overlay's backing file image/disk.ext4 is relative to
+ * the overlay). Fails across file systems: the caller keeps the cache's
+ * path.
+ */
+static int vm_pin_image(struct driver_computer *c, const char *image, const char *dir)
+{
+	static const char *const files[] = {"vmlinuz", "initrd.img", "disk.ext4"};
+	char pinned[4200], from[8400], to[8400];
+	snprintf(pinned, sizeof pinned, "%s/image", dir);
+	if (mkdir(pinned, 0755) < 0 && errno != EEXIST)
+		return -1;
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(from, sizeof from, "%s/%s", image, files[i]);
+		snprintf(to, sizeof to, "%s/%s", pinned, files[i]);
+		if (link(from, to) < 0 && errno != EEXIST) {
+			drv_rm_contents(pinned);
+			rmdir(pinned);
+			return -1;
+		}
+	}
+	json_object_set_new(c->state, "image", json_string(pinned));
+	json_object_set_new(c->state, "image_pinned", json_true());
+	return 0;
+}
+
+/* How QEMU names the image directory: relative to vm/ when pinned. */
+static const char *vm_qemu_image(const struct driver_computer *c, const char *image)
+{
+	return json_is_true(json_object_get(c->state, "image_pinned")) ? "image" : image;
+}
+
 static int vm_create(struct driver_computer *c, struct err *e)
 {
 	char image[4096], dir[4096], disk[4200], base[4200], log[4200];
@@ -220,7 +256,10 @@ static int vm_create(struct driver_computer *c, struct err *e)
 			return err_set(e, ERR_UNAVAILABLE, "vm: %s is not a file", disk);
 		return 0;
 	}
-	snprintf(base, sizeof base, "%s/disk.ext4", image);
+	if (vm_pin_image(c, image, dir) == 0)
+		snprintf(base, sizeof base, "image/disk.ext4");
+	else
+		snprintf(base, sizeof base, "%s/disk.ext4", image);
 	snprintf(log, sizeof log, "%s/qemu-img.log", dir);
 	char *argv[] = {VM_QEMU_IMG, "create", "-q", "-f", "qcow2", "-F",
 			"raw",	     "-b",     base, disk, NULL};
@@ -345,7 +384,8 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 		"  initrd = \"%s/initrd.img\"\n"
 		"  append = \"console=ttyS0 root=/dev/vda rw panic=-1 quiet%s "
 		"init=/sbin/cubicle-init cubicle.session=%s cubicle.token=%s\"\n",
-		image, image, tsc, desktop ? "desktop" : "none", c->envd_token);
+		vm_qemu_image(c, image), vm_qemu_image(c, image), tsc,
+		desktop ? "desktop" : "none", c->envd_token);
 	bool ok = fchown(fd, uid, uid) == 0;
 	ok = fclose(f) == 0 && ok;
 	if (!ok)
@@ -865,6 +905,7 @@ static int vm_destroy(struct driver_computer *c, struct err *e)
 	drv_state_del(c->state, "uid_slot");
 	drv_state_del(c->state, "uid_base");
 	drv_state_del(c->state, "image");
+	drv_state_del(c->state, "image_pinned");
 	drv_state_del(c->state, "boot");
 	return 0;
 }

@@ -104,6 +104,11 @@ class Sandbox(unittest.TestCase):
         self.assertEqual(c["accel"], "tcg" if os.environ.get("CUBICLE_VM_ACCEL") != "kvm"
                          else "kvm")
 
+        with self.subTest("the image is pinned: a pruned cache cannot take the base away"):
+            pinned = os.path.join(srv.state, "computers", cid, "vm", "image", "disk.ext4")
+            self.assertGreater(os.stat(pinned).st_nlink, 1)
+            self.assertEqual(os.stat(pinned).st_uid, 0)
+
         with self.subTest("bash, files, user"):
             out = bash(cid, "id -u; uname -r; cat /proc/1/cmdline | tr '\\0' ' '")
             uid, kernel = out["stdout"].split("\n")[:2]
