@@ -9,6 +9,7 @@
  */
 #include "uidrange.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -82,15 +83,52 @@ static bool uidrange_stale(const char *target)
 	return true;
 }
 
-/* Whether the registry entry `link` is free for owner: missing, owner's own, or stale. */
-static bool uidrange_free_for(const char *owner, const char *link)
+/* Marks in `used` (UIDRANGE_COUNT entries) the ranges in which some process
+ * still runs: a computer whose directory is gone (a crashed test, a wiped
+ * state dir) may have left processes behind, and a new computer given their
+ * ids could signal or ptrace them. One /proc scan per claim. When /proc
+ * cannot be read, every range counts as used. */
+static void uidrange_scan(bool *used)
+{
+	DIR *proc = opendir("/proc");
+	if (!proc) {
+		memset(used, 1, UIDRANGE_COUNT * sizeof *used);
+		return;
+	}
+	memset(used, 0, UIDRANGE_COUNT * sizeof *used);
+	struct dirent *de;
+	while ((de = readdir(proc))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		char path[300], line[256];
+		snprintf(path, sizeof path, "/proc/%s/status", de->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof line, f)) {
+			unsigned ids[4];
+			if (sscanf(line, "Uid: %u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
+				continue;
+			for (int k = 0; k < 4; k++)
+				if (ids[k] >= UIDRANGE_FIRST && ids[k] < UIDRANGE_END)
+					used[(ids[k] - UIDRANGE_FIRST) / UIDRANGE_SIZE] = true;
+			break;
+		}
+		fclose(f);
+	}
+	closedir(proc);
+}
+
+/* Whether the registry entry `link` for a slot is free for owner: owner's
+ * own; or missing or stale, with no process left in the range (`busy`). */
+static bool uidrange_free_for(const char *owner, const char *link, bool busy)
 {
 	char target[4096];
 	ssize_t n = readlink(link, target, sizeof(target) - 1);
 	if (n < 0)
-		return errno == ENOENT;
+		return errno == ENOENT && !busy;
 	target[n] = '\0';
-	return strcmp(target, owner) == 0 || uidrange_stale(target);
+	return strcmp(target, owner) == 0 || (!busy && uidrange_stale(target));
 }
 
 long long uidrange_claim(const char *owner, long long want, struct err *e)
@@ -98,13 +136,19 @@ long long uidrange_claim(const char *owner, long long want, struct err *e)
 	int lock = uidrange_lock(e);
 	if (lock < 0)
 		return -1;
+	bool *used = malloc(UIDRANGE_COUNT * sizeof *used);
+	if (!used) {
+		close(lock);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	uidrange_scan(used);
 	const char *dir = uidrange_dir();
 	char link[4200];
 	long long slot = -1;
 	int rc = 0;
 	if (want >= 0 && want < (long long)UIDRANGE_COUNT) {
 		snprintf(link, sizeof(link), "%s/%lld", dir, want);
-		if (!uidrange_free_for(owner, link))
+		if (!uidrange_free_for(owner, link, used[want]))
 			rc = err_set(e, ERR_INTERNAL,
 				     "container: uid range %lld of %s is claimed by another "
 				     "computer in %s",
@@ -117,15 +161,18 @@ long long uidrange_claim(const char *owner, long long want, struct err *e)
 	}
 	for (unsigned s = 0; rc == 0 && slot < 0 && s < UIDRANGE_COUNT; s++) {
 		snprintf(link, sizeof(link), "%s/%u", dir, s);
+		if (used[s])
+			continue; /* a left-over process, whatever the registry says */
 		if (symlink(owner, link) == 0)
 			slot = s;
 		else if (errno != EEXIST)
 			rc = err_set(e, ERR_UNAVAILABLE, "container: cannot claim %s: %s", link,
 				     strerror(errno));
-		else if (uidrange_free_for(owner, link) && unlink(link) == 0 &&
+		else if (uidrange_free_for(owner, link, false) && unlink(link) == 0 &&
 			 symlink(owner, link) == 0)
 			slot = s;
 	}
+	free(used);
 	close(lock);
 	if (rc < 0)
 		return -1;

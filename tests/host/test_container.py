@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -271,6 +272,29 @@ class Basics(ContainerTest):
         b = self.computer().create()
         self.assertNotEqual(a.uid_base, b.uid_base)
         self.assertEqual(abs(a.uid_base - b.uid_base) % 65536, 0)
+
+    def test_a_range_with_a_left_over_process_is_never_handed_out(self):
+        # A computer whose directory vanished (a crashed test, a wiped state
+        # dir) can leave processes behind; its range must stay taken.
+        b = self.computer().create()
+        slot, base = b.state["uid_slot"], b.uid_base
+        b.destroy()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgid(base + 7)
+                os.setuid(base + 7)
+                time.sleep(60)
+            finally:
+                os._exit(0)
+        try:
+            wait_until(lambda: os.stat("/proc/%d" % pid).st_uid == base + 7, 10, "the setuid")
+            c = self.computer().create()
+            self.assertNotEqual(c.state["uid_slot"], slot)
+            self.assertNotEqual(c.uid_base, base)
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
     def test_files_survive_stop_and_start(self):
         c = self.computer(session=True).create().start()
