@@ -27,7 +27,10 @@
 #include "core.h"
 #include "store.h"
 
-static struct api *main_api;
+/* What SIGTERM/SIGINT stop; NULL once the server is being torn down, so a
+ * second signal (a supervisor that signals the whole group, an impatient
+ * Ctrl-C) cannot reach a server that is being freed. */
+static struct api *volatile main_api;
 
 static void main_on_signal(int sig)
 {
@@ -341,7 +344,11 @@ int main(int argc, char **argv)
 	       images_real, state_abs);
 	fflush(stdout);
 	api_run(main_api);
-	api_destroy(main_api);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	struct api *api = main_api;
+	main_api = NULL;
+	api_destroy(api);
 	core_close(core);
 	store_close(store);
 	free(admin);
