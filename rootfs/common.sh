@@ -14,6 +14,7 @@
 COMMON_PACKAGES=(
 	bash coreutils ca-certificates curl python3 tini tzdata
 	procps less iproute2 xz-utils unzip
+	e2fsprogs # resize2fs: cubicle-init grows the root to the VM's disk size
 )
 
 # The microVM's kernel: Debian's cloud flavour (virtio drivers, no hardware
@@ -158,7 +159,8 @@ common_init_script() {
 		# tini + envd itself). Mounts the kernel filesystems, names the machine,
 		# brings up QEMU user networking's static address, takes envd's token from
 		# the kernel command line (cubicle.token=, at least 16 characters) and
-		# hides it there, then becomes tini with envd under it. Kernel arguments:
+		# hides it there, then becomes tini with envd under it. Grows the root
+		# file system to its disk's size first. Kernel arguments:
 		#   cubicle.token=TOKEN       required
 		#   cubicle.session=desktop   optional (default: /etc/cubicle/session)
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -177,6 +179,13 @@ common_init_script() {
 		mnt tmpfs /run mode=0755,nosuid,nodev
 		mnt tmpfs /tmp mode=1777,nosuid,nodev
 		[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+
+		# The VM's disk (a qcow2 overlay) may be larger than the image's ext4:
+		# grow the root to fill it, online (a no-op once it does).
+		if [ -b /dev/vda ] && ! resize2fs /dev/vda >/run/resize2fs.log 2>&1; then
+		    echo "cubicle-init: resize2fs /dev/vda failed:" >&2
+		    cat /run/resize2fs.log >&2
+		fi
 
 		echo cubicle >/proc/sys/kernel/hostname
 		tr -d - 2>/dev/null </proc/sys/kernel/random/uuid >/etc/machine-id

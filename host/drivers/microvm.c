@@ -230,6 +230,28 @@ static const char *vm_qemu_image(const struct driver_computer *c, const char *im
 	return json_is_true(json_object_get(c->state, "image_pinned")) ? "image" : image;
 }
 
+/*
+ * The overlay's virtual size in bytes: the size's disk_mb, never less than
+ * the image's disk.ext4 (a qcow2 smaller than its backing file would cut the
+ * file system off). cubicle-init grows the ext4 to fill it at boot, so the
+ * guest gets ENOSPC at about its size; the host file grows only with what
+ * the guest writes.
+ */
+static int vm_disk_size(const struct driver_computer *c, const char *image, char *out, size_t len,
+			struct err *e)
+{
+	char path[4200];
+	struct stat st;
+	snprintf(path, sizeof path, "%s/disk.ext4", image);
+	if (stat(path, &st) < 0)
+		return err_set(e, ERR_UNAVAILABLE, "vm: cannot stat %s: %s", path, strerror(errno));
+	long long bytes = c->disk_mb > 0 ? c->disk_mb * 1048576 : 0;
+	if (bytes < (long long)st.st_size)
+		bytes = (long long)st.st_size;
+	snprintf(out, len, "%lld", bytes);
+	return 0;
+}
+
 static int vm_create(struct driver_computer *c, struct err *e)
 {
 	char image[4096], dir[4096], disk[4200], base[4200], log[4200];
@@ -261,8 +283,11 @@ static int vm_create(struct driver_computer *c, struct err *e)
 	else
 		snprintf(base, sizeof base, "%s/disk.ext4", image);
 	snprintf(log, sizeof log, "%s/qemu-img.log", dir);
+	char size[32];
+	if (vm_disk_size(c, image, size, sizeof size, e) < 0)
+		return -1;
 	char *argv[] = {VM_QEMU_IMG, "create", "-q", "-f", "qcow2", "-F",
-			"raw",	     "-b",     base, disk, NULL};
+			"raw",	     "-b",     base, disk, size,    NULL};
 	if (vm_run(argv, log, e) < 0)
 		return -1;
 	unlink(log);
@@ -384,8 +409,8 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 		"  initrd = \"%s/initrd.img\"\n"
 		"  append = \"console=ttyS0 root=/dev/vda rw panic=-1 quiet%s "
 		"init=/sbin/cubicle-init cubicle.session=%s cubicle.token=%s\"\n",
-		vm_qemu_image(c, image), vm_qemu_image(c, image), tsc,
-		desktop ? "desktop" : "none", c->envd_token);
+		vm_qemu_image(c, image), vm_qemu_image(c, image), tsc, desktop ? "desktop" : "none",
+		c->envd_token);
 	bool ok = fchown(fd, uid, uid) == 0;
 	ok = fclose(f) == 0 && ok;
 	if (!ok)

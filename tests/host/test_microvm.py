@@ -148,6 +148,21 @@ class Sandbox(unittest.TestCase):
             self.assertEqual(len(pids), 1, pids)
             self.assertNotEqual(os.stat("/proc/%d" % pids[0]).st_uid, 0)  # QEMU is not root
 
+        with self.subTest("the disk is the size's (xs: 5120 MB), and full means ENOSPC"):
+            size_mb, avail_kb = bash(cid, "df -BM --output=size / | tail -1; "
+                                     "df -k --output=avail / | tail -1")["stdout"].split()
+            self.assertTrue(0.9 * 5120 < int(size_mb.rstrip("M")) <= 5120, size_mb)
+            # fallocate takes the space without writing it (fast under TCG, and
+            # the host's qcow2 stays small); dd then writes into the last 32 MiB.
+            out = bash(cid, "fallocate -l 6G /home/user/huge; echo rc=$?; "
+                       "fallocate -l %dK /home/user/fill && "
+                       "dd if=/dev/zero of=/home/user/more bs=1M count=128; echo rc=$?"
+                       % (int(avail_kb) - 32768))
+            self.assertEqual(out["stdout"].split(), ["rc=1", "rc=1"], out)
+            self.assertEqual(out["stderr"].count("No space left on device"), 2, out)
+            self.assertEqual(bash(cid, "rm -f /home/user/huge /home/user/fill /home/user/more; echo fine")[
+                "stdout"], "fine\n")
+
         with self.subTest("envd's clock endpoint: the host's token only"):
             port, token = envd_of(cid)
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
