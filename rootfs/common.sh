@@ -17,14 +17,14 @@ COMMON_PACKAGES=(
 	e2fsprogs # resize2fs: cubicle-init grows the root to the VM's disk size
 )
 
-# The microVM's kernel: Debian's cloud flavour (virtio drivers, no hardware
-# zoo) and an initramfs-tools initrd holding only these modules, loaded before
-# the root is mounted so root=/dev/vda works under -M microvm (virtio-mmio
-# devices found through ACPI; ext4 and crc32c are built into this kernel).
-KERNEL_PACKAGES=(linux-image-cloud-amd64 initramfs-tools zstd)
+# The microVM's kernel: Debian's generic flavour (the cloud one has no 9p,
+# which /session needs) and an initramfs-tools initrd holding only these
+# modules, loaded before the root is mounted so root=/dev/vda works under
+# -M microvm (virtio-mmio devices found through ACPI; crc32c is built in).
+KERNEL_PACKAGES=(linux-image-amd64 initramfs-tools zstd)
 KERNEL_MODULES=(
 	virtio virtio_ring virtio_mmio virtio_blk virtio_net virtio_console
-	virtio_rng vsock vmw_vsock_virtio_transport ext4
+	virtio_rng vsock vmw_vsock_virtio_transport ext4 9pnet 9pnet_virtio 9p
 )
 
 # Writes stdin to the tree file $2 (mode $3, default 0644), replacing it.
@@ -196,6 +196,14 @@ common_init_script() {
 		    ip addr add 10.0.2.15/24 dev eth0
 		    ip route add default via 10.0.2.2
 		    echo "nameserver 10.0.2.3" >/etc/resolv.conf
+		fi
+
+		# /session: the host's session directory over virtio-9p, when the
+		# computer has one (QEMU's mount tag "session"; see host/README.md).
+		if grep -qs session /sys/bus/virtio/drivers/9pnet_virtio/*/mount_tag; then
+		    mkdir -p /session
+		    mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,nosuid,nodev \
+		        session /session || echo "cubicle-init: cannot mount /session" >&2
 		fi
 
 		token= session=

@@ -16,6 +16,7 @@ import time
 import unittest
 
 from cubicled import Cubicled, http_call, wait_until
+import harness  # noqa: E402 (on the path once cubicled is imported)
 
 srv = None
 key = None
@@ -113,7 +114,8 @@ class Sandbox(unittest.TestCase):
             out = bash(cid, "id -u; uname -r; cat /proc/1/cmdline | tr '\\0' ' '")
             uid, kernel = out["stdout"].split("\n")[:2]
             self.assertEqual(uid, "1000")
-            self.assertIn("cloud-amd64", kernel)  # the image's kernel, not the host's
+            with open(os.path.join(harness.BUILD, "images", "sandbox", "manifest.json")) as f:
+                self.assertEqual(kernel, json.load(f)["kernel"])  # the image's, not the host's
             data = bytes(range(256)) * 200
             path = "/v1/computers/%s/files?path=/home/user/blob.bin" % cid
             srv.ok("PUT", path, data, key=key)
@@ -231,13 +233,42 @@ class Sandbox(unittest.TestCase):
         srv.ok("DELETE", "/v1/computers/" + cid, key=key)
 
 
-class BadInput(unittest.TestCase):
-    def test_session_is_refused_for_vm(self):
-        r = srv.req("POST", "/v1/computers", {"kind": "sandbox", "size": "xs",
-                                              "isolation": "vm", "session": "s"}, key=key)
-        self.assertEqual(r.status, 400)
-        self.assertEqual(r.json["error"]["param"], "session")
+class Session(unittest.TestCase):
+    """/session in a VM: the host's session directory over virtio-9p."""
 
+    def test_session_in_vm(self):
+        srv.ok("PUT", "/v1/sessions/vs/files?path=input/given.txt", b"given", key=key)
+        host_dir = glob.glob(os.path.join(srv.state, "sessions", "*", "vs"))[0]
+        # A symlink to the host's state directory: the guest resolves it in
+        # its own tree, so it leads nowhere on the host.
+        os.symlink(srv.state, os.path.join(host_dir, "input", "esc"))
+        c = srv.computer(key, kind="sandbox", size="xs", isolation="vm", session="vs",
+                         timeout_s=170)
+        cid = c["id"]
+        out = bash(cid, "stat -c '%U %a' /session/output; cat /session/input/given.txt; echo; "
+                   "echo made > /session/output/result.txt && echo wrote; "
+                   "ln -s / /session/output/root; "
+                   "ls /session/input/esc/cubicle.db; cat /session/input/esc/admin.key")
+        self.assertEqual(out["stdout"].split("\n")[:3], ["user 755", "given", "wrote"], out)
+        # Both fail (QEMU does not follow a host symlink: ELOOP).
+        self.assertEqual(out["stderr"].count("/session/input/esc/"), 2, out)
+        self.assertEqual(out["exit_code"], 1, out)
+        r = srv.req("GET", "/v1/sessions/vs/files?path=output/result.txt", key=key)
+        self.assertEqual((r.status, r.body), (200, b"made\n"))
+        # The guest's symlink is a file holding its target on the host.
+        self.assertFalse(os.path.islink(os.path.join(host_dir, "output", "root")))
+        srv.ok("DELETE", "/v1/computers/" + cid, key=key)
+        r = srv.req("GET", "/v1/sessions/vs/files?path=output/result.txt", key=key)
+        self.assertEqual((r.status, r.body), (200, b"made\n"))
+        # A container computer on the same session takes over the VM's files.
+        c2 = srv.computer(key, kind="sandbox", size="xs", isolation="container", session="vs")
+        out = bash(c2["id"], "cat /session/output/result.txt && echo more >> "
+                   "/session/output/result.txt && echo appended")
+        self.assertEqual(out["stdout"], "made\nappended\n", out)
+        srv.ok("DELETE", "/v1/computers/" + c2["id"], key=key)
+
+
+class BadInput(unittest.TestCase):
     def test_default_isolation_is_container_without_kvm(self):
         if os.environ.get("CUBICLE_VM_ACCEL") == "kvm":
             self.skipTest("KVM forced")
