@@ -277,6 +277,25 @@ common_finish() {
 	put "$root" /etc/resolv.conf <<<"nameserver 10.0.2.3"
 }
 
+# Writes the kernel inside the bzImage $1 to $2 as the plain ELF: QEMU boots
+# it through its PVH entry, without the decompression that costs ~3.5 s of
+# an XZ kernel's boot under TCG (0.7 s for the ELF). The bzImage itself when
+# it holds no XZ stream.
+common_kernel_elf() {
+	local bz=$1 out=$2 off
+	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$bz" | head -n1 | cut -d: -f1)
+	# (through a file: under pipefail, tail would die of SIGPIPE when xz
+	# stops at the stream's end)
+	if [[ -n $off ]] && tail -c +$((off + 1)) "$bz" >"$out.xz" &&
+		xz -dc --single-stream "$out.xz" >"$out" 2>/dev/null &&
+		[[ $(od -An -tx1 -N4 "$out" | tr -d ' ') == 7f454c46 ]]; then
+		rm -f "$out.xz"
+		return 0
+	fi
+	rm -f "$out.xz"
+	cp "$bz" "$out"
+}
+
 # Installs the kernel and initramfs-tools in the throwaway tree $1 and copies
 # vmlinuz, initrd.img and version to $2.
 common_kernel_build() {
@@ -294,7 +313,7 @@ common_kernel_build() {
 	version=$(cd "$root/lib/modules" && ls | sort -V | tail -n1)
 	[[ -n $version && -f $root/boot/vmlinuz-$version && -f $root/boot/initrd.img-$version ]] ||
 		die "the kernel install left no /boot/vmlinuz + initrd.img (log: $LOG)"
-	cp "$root/boot/vmlinuz-$version" "$out/vmlinuz"
+	common_kernel_elf "$root/boot/vmlinuz-$version" "$out/vmlinuz"
 	cp "$root/boot/initrd.img-$version" "$out/initrd.img"
 	echo "$version" >"$out/version"
 }
