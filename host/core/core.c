@@ -550,12 +550,6 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 		goto fail;
 	}
 	snprintf(sc.external_workspace_id, sizeof sc.external_workspace_id, "%s", ext ? ext : "");
-	if (session && strcmp(sc.isolation, "vm") == 0) {
-		/* The session directory is a host directory bound into a container;
-		 * a microVM has no shared filesystem (yet). */
-		err_param(e, "session", "session: not available with isolation 'vm' yet");
-		goto fail;
-	}
 	if (session) {
 		char dir[512];
 		if (core_session_dir_for(c, sc.workspace, session, dir, sizeof dir, e) < 0)

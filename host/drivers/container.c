@@ -51,7 +51,7 @@
 #include "guest-seccomp.h"
 #include "uidrange.h"
 
-#define CT_GUEST_USER	 1000U /* "user" in every image */
+#define CT_GUEST_USER	 UIDRANGE_GUEST_USER
 #define CT_START_TIMEOUT 30000 /* ms until envd must accept */
 #define CT_STOP_GRACE	 5000  /* ms between SIGTERM and SIGKILL */
 #define CT_SLIRP	 "slirp4netns"
@@ -254,30 +254,10 @@ static int ct_write_token(const struct driver_computer *c, unsigned base, struct
 	return 0;
 }
 
-/*
- * /session: input/ output/ working/ owned by the guest's user. A session
- * outlives computers and the next one may have another uid range: files an
- * earlier computer left are moved into this computer's range.
- */
+/* /session: input/ output/ working/ owned by the guest's user. */
 static int ct_prepare_session(const struct driver_computer *c, unsigned base, struct err *e)
 {
-	if (!c->session_dir)
-		return 0;
-	if (mkdir(c->session_dir, 0755) < 0 && errno != EEXIST)
-		return err_set(e, ERR_UNAVAILABLE,
-			       "container: cannot create the session directory %s: %s",
-			       c->session_dir, strerror(errno));
-	uidrange_adopt_tree(c->session_dir, base);
-	static const char *const subs[] = {"input", "output", "working"};
-	for (size_t i = 0; i < 3; i++) {
-		char path[4096];
-		snprintf(path, sizeof(path), "%s/%s", c->session_dir, subs[i]);
-		if ((mkdir(path, 0755) < 0 && errno != EEXIST) ||
-		    lchown(path, base + CT_GUEST_USER, base + CT_GUEST_USER) < 0)
-			return err_set(e, ERR_UNAVAILABLE, "container: cannot set up %s: %s", path,
-				       strerror(errno));
-	}
-	return 0;
+	return c->session_dir ? uidrange_session_prepare(c->session_dir, base, e) : 0;
 }
 
 /* The last lines of console.log, on one line, for an error message. */

@@ -9,8 +9,9 @@
  * 127.0.0.1:<port> on the host to envd, and envd wants the token.
  *
  * QEMU runs:
- *  - as the first id of a uid range of its own (uidrange.c; no groups, but
- *    kvm when it uses /dev/kvm), from the computer's vm/ directory with
+ *  - as the guest user's id (base + 1000) of a uid range of its own
+ *    (uidrange.c; no groups, but kvm when it uses /dev/kvm), from the
+ *    computer's vm/ directory with
  *    relative paths (it cannot reach anything else under the state dir);
  *  - in the computer's cgroup: the size's CPU quota and pids, and its memory
  *    plus VM_MEM_HEADROOM_MB for QEMU itself;
@@ -32,21 +33,27 @@
  * envd serves RFB; its host end is the UNIX socket vm/vnc.sock (vnc_path),
  * which only root (the gateway) can reach.
  *
+ * /session: the session directory over virtio-9p (see vm_session_open).
+ *
  * Layout of c->dir: vm/ (owned by QEMU's uid): disk.qcow2, mem, qemu.conf,
  * qmp.sock, vnc.sock, console.log (the guest's serial console), qemu.log
  * (QEMU's stderr), snapshot.
  *
- * State keys: uid_slot, uid_base, image (the resolved image directory the
- * overlay is based on), qemu_pid + qemu_start, port, accel, boot, cgroups.
+ * State keys: uid_slot, uid_base, qemu_uid, image (the resolved image
+ * directory the overlay is based on), qemu_pid + qemu_start, port, accel,
+ * boot, cgroups.
  */
 #include "driver.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +61,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,6 +81,7 @@
 #define VM_QUIT_TIMEOUT	   5000	  /* ms between quit and SIGKILL */
 #define VM_MEM_HEADROOM_MB 384	  /* QEMU's own memory: TCG's code cache, slirp, I/O */
 #define VM_TCG_TB_MB	   128	  /* TCG translation cache (QEMU's default is 1 GiB) */
+#define VM_SESSION_FD	   10	  /* QEMU's fd of the session directory (-fsdev path) */
 
 /* ---- paths and state -------------------------------------------------------------- */
 
@@ -97,6 +106,18 @@ static bool vm_qemu_alive(const struct driver_computer *c)
 	long long pid = drv_state_int(c->state, "qemu_pid", 0);
 	long long start = drv_state_int(c->state, "qemu_start", -1);
 	return pid > 0 && container_proc_alive((pid_t)pid, (unsigned long long)start);
+}
+
+/*
+ * The host uid QEMU runs as: the range's guest user (base + 1000), which is
+ * also who owns a container's user files, so that the files QEMU creates in
+ * a session are the user's for whichever computer uses the session next.
+ * Computers created before that ran QEMU as the range's base.
+ */
+static unsigned vm_qemu_uid(const struct driver_computer *c)
+{
+	long long base = drv_state_int(c->state, "uid_base", 0);
+	return (unsigned)drv_state_int(c->state, "qemu_uid", base);
 }
 
 /* ---- the accelerator ------------------------------------------------------------- */
@@ -230,6 +251,28 @@ static const char *vm_qemu_image(const struct driver_computer *c, const char *im
 	return json_is_true(json_object_get(c->state, "image_pinned")) ? "image" : image;
 }
 
+/*
+ * The overlay's virtual size in bytes: the size's disk_mb, never less than
+ * the image's disk.ext4 (a qcow2 smaller than its backing file would cut the
+ * file system off). cubicle-init grows the ext4 to fill it at boot, so the
+ * guest gets ENOSPC at about its size; the host file grows only with what
+ * the guest writes.
+ */
+static int vm_disk_size(const struct driver_computer *c, const char *image, char *out, size_t len,
+			struct err *e)
+{
+	char path[4200];
+	struct stat st;
+	snprintf(path, sizeof path, "%s/disk.ext4", image);
+	if (stat(path, &st) < 0)
+		return err_set(e, ERR_UNAVAILABLE, "vm: cannot stat %s: %s", path, strerror(errno));
+	long long bytes = c->disk_mb > 0 ? c->disk_mb * 1048576 : 0;
+	if (bytes < (long long)st.st_size)
+		bytes = (long long)st.st_size;
+	snprintf(out, len, "%lld", bytes);
+	return 0;
+}
+
 static int vm_create(struct driver_computer *c, struct err *e)
 {
 	char image[4096], dir[4096], disk[4200], base[4200], log[4200];
@@ -243,15 +286,19 @@ static int vm_create(struct driver_computer *c, struct err *e)
 	long long slot = uidrange_claim(c->dir, drv_state_int(c->state, "uid_slot", -1), e);
 	if (slot < 0)
 		return -1;
-	unsigned uid = uidrange_base(slot);
+	unsigned first = uidrange_base(slot);
 	drv_state_set_int(c->state, "uid_slot", slot);
-	drv_state_set_int(c->state, "uid_base", uid);
+	drv_state_set_int(c->state, "uid_base", first);
+	snprintf(disk, sizeof disk, "%s/disk.qcow2", dir);
+	struct stat st;
+	bool made = lstat(disk, &st) == 0;
+	if (!made && !json_object_get(c->state, "qemu_uid"))
+		drv_state_set_int(c->state, "qemu_uid", first + UIDRANGE_GUEST_USER);
+	unsigned uid = vm_qemu_uid(c);
 	if (chown(dir, uid, uid) < 0 || chmod(dir, 0700) < 0)
 		return err_set(e, ERR_UNAVAILABLE, "vm: cannot set up %s: %s", dir,
 			       strerror(errno));
-	snprintf(disk, sizeof disk, "%s/disk.qcow2", dir);
-	struct stat st;
-	if (lstat(disk, &st) == 0) {
+	if (made) {
 		if (!S_ISREG(st.st_mode))
 			return err_set(e, ERR_UNAVAILABLE, "vm: %s is not a file", disk);
 		return 0;
@@ -261,8 +308,11 @@ static int vm_create(struct driver_computer *c, struct err *e)
 	else
 		snprintf(base, sizeof base, "%s/disk.ext4", image);
 	snprintf(log, sizeof log, "%s/qemu-img.log", dir);
+	char size[32];
+	if (vm_disk_size(c, image, size, sizeof size, e) < 0)
+		return -1;
 	char *argv[] = {VM_QEMU_IMG, "create", "-q", "-f", "qcow2", "-F",
-			"raw",	     "-b",     base, disk, NULL};
+			"raw",	     "-b",     base, disk, size,    NULL};
 	if (vm_run(argv, log, e) < 0)
 		return -1;
 	unlink(log);
@@ -384,8 +434,8 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 		"  initrd = \"%s/initrd.img\"\n"
 		"  append = \"console=ttyS0 root=/dev/vda rw panic=-1 quiet%s "
 		"init=/sbin/cubicle-init cubicle.session=%s cubicle.token=%s\"\n",
-		vm_qemu_image(c, image), vm_qemu_image(c, image), tsc,
-		desktop ? "desktop" : "none", c->envd_token);
+		vm_qemu_image(c, image), vm_qemu_image(c, image), tsc, desktop ? "desktop" : "none",
+		c->envd_token);
 	bool ok = fchown(fd, uid, uid) == 0;
 	ok = fclose(f) == 0 && ok;
 	if (!ok)
@@ -410,6 +460,54 @@ static int vm_touch(const struct driver_computer *c, const char *name, unsigned 
 			       strerror(saved));
 	}
 	close(fd);
+	return 0;
+}
+
+/*
+ * /session: the host's session directory, shared with the guest over
+ * virtio-9p (security_model=mapped-xattr: QEMU creates files as its own uid
+ * and keeps the guest's owner and mode in user.virtfs.* xattrs, so the guest
+ * cannot make host symlinks, devices or setuid files; the guest kernel
+ * resolves symlinks, so none leads out). QEMU, which cannot search the
+ * state directory, opens it through an fd cubicled passes
+ * (/proc/self/fd/VM_SESSION_FD).
+ */
+static _Thread_local unsigned vm_tag_uid; /* nftw has no context pointer */
+
+static void vm_tag_id(const char *path, const char *name)
+{
+	uint32_t id = htole32(UIDRANGE_GUEST_USER);
+	if (lgetxattr(path, name, NULL, 0) < 0 && errno == ENODATA)
+		(void)!lsetxattr(path, name, &id, sizeof id, 0);
+}
+
+/* Files the user of another computer left (QEMU's uid after the adoption,
+ * no xattrs): shown to the guest as its user's. */
+static int vm_tag_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)f;
+	if ((flag == FTW_F || flag == FTW_D || flag == FTW_DP) && st->st_uid == vm_tag_uid) {
+		vm_tag_id(path, "user.virtfs.uid");
+		vm_tag_id(path, "user.virtfs.gid");
+	}
+	return 0;
+}
+
+/* Readies the session directory and opens it for QEMU (-1 without one). */
+static int vm_session_open(const struct driver_computer *c, unsigned uid, int *out, struct err *e)
+{
+	*out = -1;
+	if (!c->session_dir)
+		return 0;
+	unsigned first = (unsigned)drv_state_int(c->state, "uid_base", 0);
+	if (uidrange_session_prepare(c->session_dir, first, e) < 0)
+		return -1;
+	vm_tag_uid = uid;
+	nftw(c->session_dir, vm_tag_one, 16, FTW_PHYS | FTW_MOUNT);
+	*out = open(c->session_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*out < 0)
+		return err_set(e, ERR_UNAVAILABLE, "vm: cannot open the session directory %s: %s",
+			       c->session_dir, strerror(errno));
 	return 0;
 }
 
@@ -480,10 +578,27 @@ static void vm_build_argv(const struct driver_computer *c, struct vm_args *a, co
 		for (int i = 0; vnc[i]; i++)
 			vm_arg(a, vnc[i]);
 	}
+	if (c->session_dir) {
+		vm_arg(a, "-fsdev");
+		snprintf(a->bufs[5], sizeof a->bufs[5],
+			 "local,id=session,path=/proc/self/fd/%d,security_model=mapped-xattr",
+			 VM_SESSION_FD);
+		vm_arg(a, a->bufs[5]);
+		vm_arg(a, "-device");
+		vm_arg(a, "virtio-9p-device,fsdev=session,mount_tag=session");
+	}
 	if (incoming) {
 		vm_arg(a, "-incoming");
 		vm_arg(a, "defer");
 	}
+}
+
+/* Makes fd QEMU's fd `to`, kept across exec. */
+static int vm_pass_fd(int fd, int to)
+{
+	if (fd == to)
+		return fcntl(fd, F_SETFD, 0);
+	return dup2(fd, to) < 0 ? -1 : 0;
 }
 
 /*
@@ -492,7 +607,7 @@ static void vm_build_argv(const struct driver_computer *c, struct vm_args *a, co
  * drops to uid (plus the kvm group when it uses /dev/kvm) and execs.
  */
 static int vm_spawn(struct driver_computer *c, const struct cgroup_set *cg, char *const argv[],
-		    unsigned uid, bool kvm, pid_t *out_pid, struct err *e)
+		    unsigned uid, bool kvm, int session_fd, pid_t *out_pid, struct err *e)
 {
 	char dir[4096], log[4200];
 	if (vm_path(c, "", dir, sizeof dir, e) < 0 ||
@@ -523,6 +638,7 @@ static int vm_spawn(struct driver_computer *c, const struct cgroup_set *cg, char
 			int lfd = open(log, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
 			if (null < 0 || lfd < 0 || dup2(null, 0) < 0 || dup2(lfd, 1) < 0 ||
 			    dup2(lfd, 2) < 0 || chdir(dir) < 0 ||
+			    (session_fd >= 0 && vm_pass_fd(session_fd, VM_SESSION_FD) < 0) ||
 			    setgroups((size_t)ngroups, groups) < 0 || setgid(uid) < 0 ||
 			    setuid(uid) < 0)
 				_exit(126);
@@ -730,7 +846,7 @@ static int vm_wait_envd(struct driver_computer *c, int port, long long deadline,
  * again on failure. */
 static int vm_boot(struct driver_computer *c, const char *image, bool restore, struct err *e)
 {
-	unsigned uid = (unsigned)drv_state_int(c->state, "uid_base", 0);
+	unsigned uid = vm_qemu_uid(c);
 	bool kvm = vm_use_kvm();
 	char qemu[4096];
 	if (drv_find_exe(VM_QEMU, qemu, sizeof qemu) < 0)
@@ -759,7 +875,12 @@ static int vm_boot(struct driver_computer *c, const char *image, bool restore, s
 	vm_build_argv(c, &a, qemu, kvm, port, restore);
 	pid_t pid;
 	long long deadline = drv_now_ms() + VM_BOOT_TIMEOUT;
-	int rc = vm_spawn(c, &cg, a.v, uid, kvm, &pid, e);
+	int session_fd;
+	int rc = vm_session_open(c, uid, &session_fd, e);
+	if (rc == 0)
+		rc = vm_spawn(c, &cg, a.v, uid, kvm, session_fd, &pid, e);
+	if (session_fd >= 0)
+		close(session_fd);
 	if (rc == 0 && restore)
 		rc = vm_restore(c, e);
 	if (rc == 0)
@@ -904,6 +1025,7 @@ static int vm_destroy(struct driver_computer *c, struct err *e)
 	uidrange_release(c->dir, drv_state_int(c->state, "uid_slot", -1));
 	drv_state_del(c->state, "uid_slot");
 	drv_state_del(c->state, "uid_base");
+	drv_state_del(c->state, "qemu_uid");
 	drv_state_del(c->state, "image");
 	drv_state_del(c->state, "image_pinned");
 	drv_state_del(c->state, "boot");

@@ -221,3 +221,21 @@ void uidrange_adopt_tree(const char *path, unsigned base)
 	uidrange_adopt_base = base;
 	nftw(path, uidrange_adopt_one, 16, FTW_PHYS | FTW_MOUNT);
 }
+
+int uidrange_session_prepare(const char *dir, unsigned base, struct err *e)
+{
+	unsigned user = base + UIDRANGE_GUEST_USER;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return err_set(e, ERR_UNAVAILABLE, "cannot create the session directory %s: %s",
+			       dir, strerror(errno));
+	uidrange_adopt_tree(dir, base);
+	static const char *const subs[] = {"input", "output", "working"};
+	for (size_t i = 0; i < 3; i++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
+		if ((mkdir(path, 0755) < 0 && errno != EEXIST) || lchown(path, user, user) < 0)
+			return err_set(e, ERR_UNAVAILABLE, "cannot set up %s: %s", path,
+				       strerror(errno));
+	}
+	return 0;
+}

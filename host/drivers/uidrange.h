@@ -45,4 +45,16 @@ void uidrange_release(const char *owner, long long slot);
  */
 void uidrange_adopt_tree(const char *path, unsigned base);
 
+/* "user" in every image: the guest uid and gid that own /session. */
+#define UIDRANGE_GUEST_USER 1000U
+
+/*
+ * Readies a session directory for a computer of range `base`: creates it,
+ * moves what an earlier computer left into this range (uidrange_adopt_tree)
+ * and makes input/ output/ working/ owned by the range's guest user. A
+ * session outlives computers, and the next one may have another range (or
+ * be of the other driver: both store the user's files under base + 1000).
+ */
+int uidrange_session_prepare(const char *dir, unsigned base, struct err *e);
+
 #endif

@@ -16,6 +16,7 @@ import time
 import unittest
 
 from cubicled import Cubicled, http_call, wait_until
+import harness  # noqa: E402 (on the path once cubicled is imported)
 
 srv = None
 key = None
@@ -113,7 +114,8 @@ class Sandbox(unittest.TestCase):
             out = bash(cid, "id -u; uname -r; cat /proc/1/cmdline | tr '\\0' ' '")
             uid, kernel = out["stdout"].split("\n")[:2]
             self.assertEqual(uid, "1000")
-            self.assertIn("cloud-amd64", kernel)  # the image's kernel, not the host's
+            with open(os.path.join(harness.BUILD, "images", "sandbox", "manifest.json")) as f:
+                self.assertEqual(kernel, json.load(f)["kernel"])  # the image's, not the host's
             data = bytes(range(256)) * 200
             path = "/v1/computers/%s/files?path=/home/user/blob.bin" % cid
             srv.ok("PUT", path, data, key=key)
@@ -147,6 +149,21 @@ class Sandbox(unittest.TestCase):
             pids = qemu_pids(cid)
             self.assertEqual(len(pids), 1, pids)
             self.assertNotEqual(os.stat("/proc/%d" % pids[0]).st_uid, 0)  # QEMU is not root
+
+        with self.subTest("the disk is the size's (xs: 5120 MB), and full means ENOSPC"):
+            size_mb, avail_kb = bash(cid, "df -BM --output=size / | tail -1; "
+                                     "df -k --output=avail / | tail -1")["stdout"].split()
+            self.assertTrue(0.9 * 5120 < int(size_mb.rstrip("M")) <= 5120, size_mb)
+            # fallocate takes the space without writing it (fast under TCG, and
+            # the host's qcow2 stays small); dd then writes into the last 32 MiB.
+            out = bash(cid, "fallocate -l 6G /home/user/huge; echo rc=$?; "
+                       "fallocate -l %dK /home/user/fill && "
+                       "dd if=/dev/zero of=/home/user/more bs=1M count=128; echo rc=$?"
+                       % (int(avail_kb) - 32768))
+            self.assertEqual(out["stdout"].split(), ["rc=1", "rc=1"], out)
+            self.assertEqual(out["stderr"].count("No space left on device"), 2, out)
+            self.assertEqual(bash(cid, "rm -f /home/user/huge /home/user/fill /home/user/more; echo fine")[
+                "stdout"], "fine\n")
 
         with self.subTest("envd's clock endpoint: the host's token only"):
             port, token = envd_of(cid)
@@ -216,13 +233,42 @@ class Sandbox(unittest.TestCase):
         srv.ok("DELETE", "/v1/computers/" + cid, key=key)
 
 
-class BadInput(unittest.TestCase):
-    def test_session_is_refused_for_vm(self):
-        r = srv.req("POST", "/v1/computers", {"kind": "sandbox", "size": "xs",
-                                              "isolation": "vm", "session": "s"}, key=key)
-        self.assertEqual(r.status, 400)
-        self.assertEqual(r.json["error"]["param"], "session")
+class Session(unittest.TestCase):
+    """/session in a VM: the host's session directory over virtio-9p."""
 
+    def test_session_in_vm(self):
+        srv.ok("PUT", "/v1/sessions/vs/files?path=input/given.txt", b"given", key=key)
+        host_dir = glob.glob(os.path.join(srv.state, "sessions", "*", "vs"))[0]
+        # A symlink to the host's state directory: the guest resolves it in
+        # its own tree, so it leads nowhere on the host.
+        os.symlink(srv.state, os.path.join(host_dir, "input", "esc"))
+        c = srv.computer(key, kind="sandbox", size="xs", isolation="vm", session="vs",
+                         timeout_s=170)
+        cid = c["id"]
+        out = bash(cid, "stat -c '%U %a' /session/output; cat /session/input/given.txt; echo; "
+                   "echo made > /session/output/result.txt && echo wrote; "
+                   "ln -s / /session/output/root; "
+                   "ls /session/input/esc/cubicle.db; cat /session/input/esc/admin.key")
+        self.assertEqual(out["stdout"].split("\n")[:3], ["user 755", "given", "wrote"], out)
+        # Both fail (QEMU does not follow a host symlink: ELOOP).
+        self.assertEqual(out["stderr"].count("/session/input/esc/"), 2, out)
+        self.assertEqual(out["exit_code"], 1, out)
+        r = srv.req("GET", "/v1/sessions/vs/files?path=output/result.txt", key=key)
+        self.assertEqual((r.status, r.body), (200, b"made\n"))
+        # The guest's symlink is a file holding its target on the host.
+        self.assertFalse(os.path.islink(os.path.join(host_dir, "output", "root")))
+        srv.ok("DELETE", "/v1/computers/" + cid, key=key)
+        r = srv.req("GET", "/v1/sessions/vs/files?path=output/result.txt", key=key)
+        self.assertEqual((r.status, r.body), (200, b"made\n"))
+        # A container computer on the same session takes over the VM's files.
+        c2 = srv.computer(key, kind="sandbox", size="xs", isolation="container", session="vs")
+        out = bash(c2["id"], "cat /session/output/result.txt && echo more >> "
+                   "/session/output/result.txt && echo appended")
+        self.assertEqual(out["stdout"], "made\nappended\n", out)
+        srv.ok("DELETE", "/v1/computers/" + c2["id"], key=key)
+
+
+class BadInput(unittest.TestCase):
     def test_default_isolation_is_container_without_kvm(self):
         if os.environ.get("CUBICLE_VM_ACCEL") == "kvm":
             self.skipTest("KVM forced")
