@@ -99,8 +99,10 @@ static int envd_files_path(const char *path, char *out, size_t len, struct err *
 	return 0;
 }
 
-int envd_download(const char *address, const char *token, const char *path, int fd,
-		  struct envd_reply *r, struct err *e)
+/* GET (len < 0: the file into fd) or PUT (len bytes from fd) of envd's
+ * /v1/files?path=. */
+static int envd_files(const char *address, const char *token, const char *path, int fd, int64_t len,
+		      struct envd_reply *r, struct err *e)
 {
 	memset(r, 0, sizeof *r);
 	char files[8300], url[8700];
@@ -108,24 +110,29 @@ int envd_download(const char *address, const char *token, const char *path, int 
 	if (envd_files_path(path, files, sizeof files, e) < 0 ||
 	    envd_request(&q, address, token, files, url, sizeof url, e) < 0)
 		return -1;
-	q.method = "GET";
-	/* Error answers land in fd too: the caller reads them back from there. */
-	q.out_fd = fd;
-	q.out_fd_always = true;
+	if (len < 0) {
+		q.method = "GET";
+		/* Error answers land in fd too: the caller reads them back from there. */
+		q.out_fd = fd;
+		q.out_fd_always = true;
+	} else {
+		q.method = "PUT";
+		q.body_fd = fd;
+		q.body_fd_len = (uint64_t)len;
+	}
 	return envd_perform(&q, r, e);
+}
+
+int envd_download(const char *address, const char *token, const char *path, int fd,
+		  struct envd_reply *r, struct err *e)
+{
+	return envd_files(address, token, path, fd, -1, r, e);
 }
 
 int envd_upload(const char *address, const char *token, const char *path, int fd, uint64_t len,
 		struct envd_reply *r, struct err *e)
 {
-	memset(r, 0, sizeof *r);
-	char files[8300], url[8700];
-	struct httpc_request q = HTTPC_REQUEST_INIT;
-	if (envd_files_path(path, files, sizeof files, e) < 0 ||
-	    envd_request(&q, address, token, files, url, sizeof url, e) < 0)
-		return -1;
-	q.method = "PUT";
-	q.body_fd = fd;
-	q.body_fd_len = len;
-	return envd_perform(&q, r, e);
+	if (len > INT64_MAX)
+		return err_param(e, "length", "length: too large");
+	return envd_files(address, token, path, fd, (int64_t)len, r, e);
 }

@@ -122,24 +122,40 @@ int cmd_create(struct cli *cli, struct args *a)
 	return rc;
 }
 
+/* GET base with the options named in opts as its query; prints the answer
+ * with --json. Returns the exit code, and in *out the answer when a table is
+ * still to be printed (NULL otherwise). */
+static int computers_query(struct cli *cli, struct args *a, const char *base,
+			   const char *const *opts, json_t **out)
+{
+	*out = NULL;
+	int rc = cli_need(a, 0, 0);
+	char path[1024];
+	snprintf(path, sizeof path, "%s", base);
+	for (size_t i = 0; rc == 0 && opts[i]; i++)
+		if (api_query(path, sizeof path, opts[i], args_get(a, opts[i])) < 0)
+			rc = cli_usage(a->cmd, "options too long");
+	json_t *got = NULL;
+	struct err e = {0};
+	if (rc == 0 && api_json(cli, "GET", path, NULL, &got, &e) < 0)
+		rc = cli_fail(&e);
+	if (rc == 0 && !cli->json) {
+		*out = got;
+		return 0;
+	}
+	if (rc == 0)
+		out_json(got);
+	json_decref(got);
+	return rc;
+}
+
 int cmd_ls(struct cli *cli, struct args *a)
 {
-	int rc = cli_need(a, 0, 0);
-	char path[1024] = "/v1/computers";
-	if (rc == 0 && (api_query(path, sizeof path, "state", args_get(a, "state")) < 0 ||
-			api_query(path, sizeof path, "kind", args_get(a, "kind")) < 0 ||
-			api_query(path, sizeof path, "workspace", args_get(a, "workspace")) < 0))
-		rc = cli_usage(a->cmd, "filters too long");
-	json_t *out = NULL;
-	struct err e = {0};
-	if (rc == 0 && api_json(cli, "GET", path, NULL, &out, &e) < 0)
-		rc = cli_fail(&e);
-	if (rc || cli->json) {
-		if (rc == 0)
-			out_json(out);
-		json_decref(out);
+	static const char *const opts[] = {"state", "kind", "workspace", NULL};
+	json_t *out;
+	int rc = computers_query(cli, a, "/v1/computers", opts, &out);
+	if (!out)
 		return rc;
-	}
 	static const char *const head[] = {"ID",	"KIND",	   "SIZE",    "STATE",
 					   "ISOLATION", "CREATED", "METADATA"};
 	static const char *const fields[] = {"id",	  "kind",	"size",	   "state",
@@ -272,22 +288,11 @@ static void computers_usage_row(struct table *t, const json_t *u, const char *id
 
 int cmd_usage(struct cli *cli, struct args *a)
 {
-	int rc = cli_need(a, 0, 0);
-	char path[1024] = "/v1/usage";
-	if (rc == 0 && (api_query(path, sizeof path, "workspace", args_get(a, "workspace")) < 0 ||
-			api_query(path, sizeof path, "from", args_get(a, "from")) < 0 ||
-			api_query(path, sizeof path, "to", args_get(a, "to")) < 0))
-		rc = cli_usage(a->cmd, "options too long");
-	json_t *out = NULL;
-	struct err e = {0};
-	if (rc == 0 && api_json(cli, "GET", path, NULL, &out, &e) < 0)
-		rc = cli_fail(&e);
-	if (rc || cli->json) {
-		if (rc == 0)
-			out_json(out);
-		json_decref(out);
+	static const char *const opts[] = {"workspace", "from", "to", NULL};
+	json_t *out;
+	int rc = computers_query(cli, a, "/v1/usage", opts, &out);
+	if (!out)
 		return rc;
-	}
 	static const char *const head[] = {"ID",	"KIND",	     "SIZE",
 					   "RUNNING_S", "STOPPED_S", "COST_USD"};
 	struct table *t = table_new(6, head);
