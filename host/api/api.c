@@ -218,7 +218,8 @@ static int api_wait_parse(struct httpd_request *req, struct api_wait *w, struct 
 	for (int i = 0; w->state && states[i]; i++)
 		ok = ok || strcmp(w->state, states[i]) == 0;
 	if (!ok)
-		return err_param(e, "wait", "wait: one of running, stopped, deleted, error, not '%.40s'",
+		return err_param(e, "wait",
+				 "wait: one of running, stopped, deleted, error, not '%.40s'",
 				 w->state);
 	long long timeout = 60;
 	if (api_query_int(req, "timeout_s", 0, 3600, 60, &timeout, e) < 0)
@@ -239,8 +240,8 @@ static int api_query_known(struct httpd_request *req, const char *const *known, 
 		if (!ok) {
 			char name[64];
 			snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), q);
-			return err_param(e, name, "%s: not a query parameter here (wait, timeout_s)",
-					 name);
+			return err_param(e, name,
+					 "%s: not a query parameter here (wait, timeout_s)", name);
 		}
 	}
 	return 0;

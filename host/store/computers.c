@@ -323,8 +323,8 @@ static int store_computer_update_locked(struct store *s, const struct store_comp
 	return rc;
 }
 
-int store_computer_commit(struct store *s, struct store_computer *c,
-			  const struct store_commit *how, struct err *e)
+int store_computer_commit(struct store *s, struct store_computer *c, const struct store_commit *how,
+			  struct err *e)
 {
 	static const struct store_commit plain = {0};
 	if (!how)
@@ -349,9 +349,9 @@ int store_computer_commit(struct store *s, struct store_computer *c,
 	int rc = -1;
 	store_lock(s);
 	if (store_exec(s, "BEGIN IMMEDIATE", e) == 0) {
-		if ((how->limit > 0 && store_computer_limit_locked(s, w.workspace,
-								  how->insert ? "" : w.id,
-								  how->limit, e)) ||
+		if ((how->limit > 0 &&
+		     store_computer_limit_locked(s, w.workspace, how->insert ? "" : w.id,
+						 how->limit, e)) ||
 		    (how->insert ? store_computer_insert_locked(s, &w, e)
 				 : store_computer_update_locked(s, &w, e)) ||
 		    (how->bill && store_usage_switch_locked(s, w.id, w.workspace, w.size,

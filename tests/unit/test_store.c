@@ -1011,7 +1011,7 @@ static void test_commit_state_and_usage_together(void **state)
 	store_computer_clear(&busy);
 }
 
-#define RACERS 8
+#define RACERS	   8
 #define RACE_LIMIT 3
 
 struct racer {
@@ -1103,7 +1103,8 @@ static void test_kill9_between_state_and_usage(void **state)
 				bool stop = i % 2 == 0;
 				set_state(&c, stop ? "stopping" : "running");
 				struct store_commit how = {.bill = true,
-							   .rate_state = stop ? "stopped" : "running",
+							   .rate_state =
+							       stop ? "stopped" : "running",
 							   .at_ms = t0 + i};
 				if (store_computer_commit(cs, &c, &how, &ce))
 					_exit(2);
