@@ -118,8 +118,8 @@ struct store_commit {
 /* Inserts or updates c as store_computer_insert / store_computer_update do,
  * with the limit check and the usage switch of `how` (NULL = a plain
  * update) in the same transaction. c is unchanged on failure. */
-int store_computer_commit(struct store *s, struct store_computer *c,
-			  const struct store_commit *how, struct err *e);
+int store_computer_commit(struct store *s, struct store_computer *c, const struct store_commit *how,
+			  struct err *e);
 
 /* Only the state and error columns (and updated_ms; deleted_ms too when
  * state is "deleted" and it was unset), atomically. error may be NULL. */
