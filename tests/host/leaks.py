@@ -7,8 +7,8 @@ cubicled stored it in SQLite (init and slirp4netns pids, uid range,
 cgroup directories) and the network namespace of its init. leftovers()
 then looks for anything of it on the host without trusting that state:
 processes in its uid range, in its cgroup (by the computer's id, so a
-process cubicled never recorded is found too), in its network namespace or
-with a recorded pid; mounts under its directory or of its namespace;
+process cubicled never recorded is found too), in its network namespace,
+with a recorded pid, or a slirp4netns serving any of those; mounts under its directory or of its namespace;
 cgroup directories named after it; the directory itself.
 
 Zombies do not count: a computer's init and slirp4netns outlive a killed
@@ -106,7 +106,21 @@ class Footprint:
                 left[pid] = "in the computer's cgroup"
             elif self.netns and _netns(pid) == self.netns:
                 left[pid] = "in the computer's network namespace"
+            elif self._slirp_of_mine(pid, mark):
+                left[pid] = "slirp4netns of the computer"
         return left
+
+    def _slirp_of_mine(self, pid, mark):
+        """A slirp4netns serving one of the computer's processes
+        (`slirp4netns [options] PID TAPNAME`)."""
+        args = _read("/proc/%d/cmdline" % pid).split("\0")
+        if not args[0].endswith("slirp4netns"):
+            return False
+        target = [a for a in args[1:] if a.isdigit()]
+        if not target:
+            return False
+        t = int(target[0])
+        return t in self.pids or mark in _read("/proc/%d/cgroup" % t)
 
     def leftovers(self):
         """Everything of the computer still on the host; {} when nothing."""
