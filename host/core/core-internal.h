@@ -61,6 +61,9 @@ int pool_claim(struct core *c, const char *ws, const char *size, const json_t *p
 	       struct err *e);
 int pool_open(struct core *c, struct err *e);
 
+/* How many computers workspace ws may run at once (its own limit, else the server's). */
+int core_limit(struct core *c, const char *ws);
+
 /* The computer's public JSON. */
 json_t *core_json_public(const struct store_computer *sc);
 

@@ -132,9 +132,13 @@ int pool_claim(struct core *c, const char *ws, const char *size, const json_t *p
 		sc.idle_timeout_s =
 		    json_is_integer(idle) ? (int)json_integer_value(idle) : c->cfg.default_idle_s;
 		sc.last_activity_ms = now;
-		int rc = store_computer_update(c->store, &sc, e);
-		if (rc == 0)
-			rc = store_usage_switch(c->store, sc.id, ws, sc.size, "running", now, e);
+		/* The move and the bill's switch to the workspace are one
+		 * transaction, with the workspace's limit checked in it. */
+		struct store_commit how = {.limit = core_limit(c, ws),
+					   .bill = true,
+					   .rate_state = "running",
+					   .at_ms = now};
+		int rc = store_computer_commit(c->store, &sc, &how, e);
 		if (rc == 0) {
 			pthread_mutex_lock(&c->lock);
 			snprintf(r->ws, sizeof r->ws, "%s", ws);
