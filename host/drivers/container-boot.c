@@ -479,7 +479,11 @@ static void boot_send_mounts(struct boot_launch *l, int sock, int tree, int disk
 }
 
 /* Attaches the disk image to a free loop device that detaches itself when
- * its last user (the mount) lets go, so no crash can leak it. */
+ * its last user (the mount) lets go, so no crash can leak it. Direct I/O:
+ * the guest's page cache is the only cache of its disk (without it the
+ * host's page cache keeps a second copy, and a guest writing 1 GiB under
+ * xs's 512 MiB took 4 s instead of 0.8 s). The kernel falls back to
+ * buffered I/O where the host filesystem cannot do direct I/O. */
 static int boot_loop_attach(struct boot_launch *l, int file, char *dev, size_t len)
 {
 	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
@@ -496,7 +500,7 @@ static int boot_loop_attach(struct boot_launch *l, int file, char *dev, size_t l
 		struct loop_config cfg;
 		memset(&cfg, 0, sizeof(cfg));
 		cfg.fd = (unsigned)file;
-		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
 		if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0) {
 			close(ctl);
 			return fd;

@@ -716,7 +716,10 @@ class Disk(ContainerTest):
         # Mounted in the computer's mount namespace only, on a loop device.
         self.assertEqual([l for l in read("/proc/self/mountinfo").splitlines() if c.dir in l],
                          [])
-        self.assertEqual(len(loop_devices(c.dir)), 1)
+        loops = loop_devices(c.dir)
+        self.assertEqual(len(loops), 1)
+        # Direct I/O: the host's page cache holds no second copy of the disk.
+        self.assertEqual(read("/sys/block/%s/loop/dio" % loops[0][0]).strip(), "1")
         c.bash("echo kept > ~/kept.txt")
         out = c.bash("df -m / | tail -1; dd if=/dev/zero of=~/big bs=1M count=100; "
                      "echo dd=$?; stat -c %s ~/big", ok=False)
