@@ -944,10 +944,10 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	return c;
 }
 
-void core_close(struct core *c)
+int core_quiesce(struct core *c)
 {
-	if (!c)
-		return;
+	if (c->quiesced)
+		return c->quiesced > 0 ? 0 : -1;
 	if (write(c->wake[1], "x", 1) < 0) {
 		/* the ticker also ends when the pipe closes */
 	}
@@ -962,8 +962,19 @@ void core_close(struct core *c)
 			break;
 	int left = c->background;
 	pthread_mutex_unlock(&c->lock);
+	c->quiesced = left > 0 ? -1 : 1;
 	if (left > 0)
-		return; /* they still use c: the process is exiting anyway */
+		return -1;
+	pool_drain(c);
+	return 0;
+}
+
+void core_close(struct core *c)
+{
+	if (!c)
+		return;
+	if (core_quiesce(c) < 0)
+		return; /* operations still use c: the process is exiting anyway */
 	close(c->wake[0]);
 	close(c->wake[1]);
 	while (c->rts) {

@@ -5,6 +5,7 @@ import calendar
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -691,8 +692,25 @@ class WarmPool(unittest.TestCase):
             # The claimed computer bills the workspace from the claim on.
             u = pool.ok("GET", "/v1/usage", key=k)
             self.assertEqual([x["id"] for x in u["computers"]], [c["id"]])
+            # A clean shutdown deletes the pool's own desktops and nothing
+            # else: the claimed one is the user's and keeps running.
+            refill = wait_until(running, 60, "the pool's desktop to run")[0]
+            foot = Footprint(pool.state, refill["id"])
+            pool.own_state = False  # read after the stop, removed below
+            pool.stop(clean=False)
+            got = states(pool.state)
+            self.assertEqual((got[refill["id"]], got[c["id"]]), ("deleted", "running"))
+            self.assertEqual(foot.leftovers(), {})
+            # The user's desktop is adopted by the next cubicled (without a
+            # pool), which deletes it cleanly.
+            mine = Footprint(pool.state, c["id"])
+            pool.args = []
+            pool.restart()
+            pool.ok("DELETE", "/v1/computers/" + c["id"])
+            self.assertEqual(mine.leftovers(), {})
         finally:
             pool.stop()
+            shutil.rmtree(pool.state, ignore_errors=True)
 
 
 if __name__ == "__main__":
