@@ -12,10 +12,10 @@ static int a11y_run_tree(struct envd *env, const json_t *params, struct action_r
 			 struct err *e)
 {
 	struct a11y_opts o = {
-		.max_depth = 10,
-		.max_nodes = 5000,
-		.uid = env->run_as_uid,
-		.gid = env->run_as_gid,
+	    .max_depth = 10,
+	    .max_nodes = 5000,
+	    .uid = env->run_as_uid,
+	    .gid = env->run_as_gid,
 	};
 	long long v;
 	int r = param_int(params, "max_depth", 1, 50, &v, e);
