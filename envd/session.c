@@ -433,13 +433,13 @@ static void session_set_ready(struct session *s, bool ready)
 	pthread_mutex_lock(&s->lock);
 	if (ready && !s->ready) {
 		double now = session_now_ms();
-		if (s->was_ready)
+		if (s->was_ready) {
 			fprintf(stderr, "envd: session: desktop ready again after %.0f ms\n",
 				now - s->unready_since_ms);
-		else
+		} else {
 			s->ready_ms = now - s->start_ms;
-		if (!s->was_ready)
 			fprintf(stderr, "envd: session: desktop ready in %.0f ms\n", s->ready_ms);
+		}
 		s->was_ready = true;
 	} else if (!ready && s->ready) {
 		s->unready_since_ms = session_now_ms();
@@ -472,6 +472,7 @@ static void *session_main(void *arg)
 	struct session *s = arg;
 	Display *dpy = NULL;
 	bool dpy_dead = false;
+	Atom client_list = None;
 	for (;;) {
 		struct pollfd p[CHILD_COUNT + 2];
 		int idx[CHILD_COUNT + 2];
@@ -558,6 +559,7 @@ static void *session_main(void *arg)
 			if (dpy) {
 				XSetIOErrorExitHandler(dpy, session_on_io_exit, &dpy_dead);
 				XSelectInput(dpy, DefaultRootWindow(dpy), PropertyChangeMask);
+				client_list = XInternAtom(dpy, "_NET_CLIENT_LIST", False);
 			}
 		}
 		if (!dpy || dpy_dead)
@@ -567,9 +569,8 @@ static void *session_main(void *arg)
 		while (!dpy_dead && XPending(dpy)) {
 			XEvent ev;
 			XNextEvent(dpy, &ev);
-			look = look ||
-			       (ev.type == PropertyNotify &&
-				ev.xproperty.atom == XInternAtom(dpy, "_NET_CLIENT_LIST", False));
+			look =
+			    look || (ev.type == PropertyNotify && ev.xproperty.atom == client_list);
 		}
 		if (look && !dpy_dead)
 			session_set_ready(s, session_desktop_mapped(dpy));
