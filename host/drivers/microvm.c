@@ -401,9 +401,10 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 		"  kernel = \"%s/vmlinuz\"\n"
 		"  initrd = \"%s/initrd.img\"\n"
 		"  append = \"console=ttyS0 root=/dev/vda rw panic=-1 quiet%s "
-		"init=/sbin/cubicle-init cubicle.session=%s cubicle.token=%s\"\n",
+		"init=/sbin/cubicle-init cubicle.session=%s cubicle.resolution=%dx%d "
+		"cubicle.token=%s\"\n",
 		vm_qemu_image(c, image), vm_qemu_image(c, image), tsc, desktop ? "desktop" : "none",
-		c->envd_token);
+		c->width > 0 ? c->width : 1280, c->height > 0 ? c->height : 800, c->envd_token);
 	bool ok = fchown(fd, uid, uid) == 0;
 	ok = fclose(f) == 0 && ok;
 	if (!ok)
