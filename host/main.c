@@ -349,7 +349,8 @@ int main(int argc, char **argv)
 	/* The core's operations may still call into the API (to close a
 	 * stopped computer's streams): end them while the API exists. */
 	if (core_quiesce(core) < 0) {
-		fprintf(stderr, "cubicled: operations still running after 30 s; exiting without them\n");
+		fprintf(stderr,
+			"cubicled: operations still running after 30 s; exiting without them\n");
 		return 0;
 	}
 	struct api *api = main_api;

@@ -161,6 +161,10 @@ static const struct mcp_param p_window_pos[] = {
     {"x", T_INT, -32768, 32767, NULL, true, "New left edge."},
     {"y", T_INT, -32768, 32767, NULL, true, "New top edge."},
     {0}};
+static const struct mcp_param p_screen_size[] = {
+    {"width", T_INT, 1, 32767, NULL, true, "New screen width in pixels."},
+    {"height", T_INT, 1, 32767, NULL, true, "New screen height in pixels."},
+    {0}};
 static const struct mcp_param p_wallpaper[] = {
     {"path", T_STR, 0, 0, NULL, true, "A PNG or JPEG inside the computer."}, {0}};
 static const struct mcp_param p_a11y[] = {
@@ -374,6 +378,10 @@ static const struct mcp_tool mcp_tools[] = {
      "scale to map image points back to screen points.",
      p_screenshot, RO | F_REGION | F_RESULT, mcp_screenshot},
     {"get_screen_size", "The screen's width and height in pixels.", p_none, RO, NULL},
+    {"set_screen_size",
+     "Change the screen's resolution (up to the size the desktop started with, at least "
+     "1920x1200); windows and the panel follow.",
+     p_screen_size, COMPUTER, NULL},
     {"get_cursor_position", "Where the mouse cursor is.", p_none, RO, NULL},
     /* Mouse. */
     {"left_click", "Left-click at (x, y), or where the cursor is.", p_xy_opt, COMPUTER | F_XY,

@@ -68,6 +68,10 @@ int core_limit(struct core *c, const char *ws);
 
 /* The computer's public JSON. */
 json_t *core_json_public(const struct store_computer *sc);
+/* Loads computer id (of workspace ws, NULL = any) with its operation lock
+ * held: unlock rt->op when done. */
+int core_lock_computer(struct core *c, const char *id, const char *ws, struct store_computer *sc,
+		       struct core_rt **rt, struct err *e);
 
 int64_t core_now_ms(void);
 

@@ -462,8 +462,8 @@ static void core_check_alive(struct core *c)
 }
 
 /* Loads a computer the caller may see, with its op lock taken. */
-static int core_lock_computer(struct core *c, const char *id, const char *ws,
-			      struct store_computer *sc, struct core_rt **rt, struct err *e)
+int core_lock_computer(struct core *c, const char *id, const char *ws, struct store_computer *sc,
+		       struct core_rt **rt, struct err *e)
 {
 	if (store_computer_get(c->store, id, ws, sc, e) < 0)
 		return -1;

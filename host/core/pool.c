@@ -176,7 +176,8 @@ void pool_drain(struct core *c)
 		json_t *out = NULL;
 		struct err e = {0};
 		if (core_delete(c, id, c->pool_ws, &out, &e) < 0) {
-			fprintf(stderr, "cubicled: warm pool: cannot delete %s: %s\n", id, e.message);
+			fprintf(stderr, "cubicled: warm pool: cannot delete %s: %s\n", id,
+				e.message);
 			return;
 		}
 		json_decref(out);

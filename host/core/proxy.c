@@ -52,6 +52,32 @@ static void core_count(struct core *c, bool failed)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* set_screen_size changed the desktop's resolution: the computer reports it,
+ * and a later start (or a restarted X server) comes back at it. */
+static void core_note_resolution(struct core *c, const char *id, const char *ws,
+				 const struct envd_reply *r)
+{
+	json_t *j = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+	json_int_t w = json_integer_value(json_object_get(j, "width"));
+	json_int_t h = json_integer_value(json_object_get(j, "height"));
+	json_decref(j);
+	struct store_computer sc = {0};
+	struct core_rt *rt;
+	struct err ignore = {0};
+	if (w <= 0 || h <= 0 || core_lock_computer(c, id, ws, &sc, &rt, &ignore) < 0)
+		return;
+	if (sc.width != w || sc.height != h) {
+		sc.width = (int)w;
+		sc.height = (int)h;
+		if (store_computer_update(c->store, &sc, &ignore) < 0)
+			fprintf(stderr,
+				"cubicled: %s: cannot record the resolution %lldx%lld: %s\n", id,
+				(long long)w, (long long)h, ignore.message);
+	}
+	pthread_mutex_unlock(&rt->op);
+	store_computer_clear(&sc);
+}
+
 int core_action(struct core *c, const char *id, const char *ws, const char *action,
 		const char *body, size_t len, struct envd_reply *r, struct err *e)
 {
@@ -65,6 +91,8 @@ int core_action(struct core *c, const char *id, const char *ws, const char *acti
 	/* bash/python carry their own timeout_s; leave room for it. */
 	int rc = envd_action(address, token, action, body, len, 0, r, e);
 	core_count(c, rc < 0 || r->status >= 500);
+	if (rc == 0 && r->status == 200 && strcmp(action, "set_screen_size") == 0)
+		core_note_resolution(c, id, ws, r);
 	return rc;
 }
 

@@ -51,6 +51,8 @@ static const struct action_spec specs[] = {
      "screen; --scale F (0..1) or --max-width/--max-height downscale; --format jpeg --quality Q."},
     {"screenshot_base64", SHOT, S_TEXT, "image", "Prints a screenshot as base64."},
     {"get_screen_size", "", S_FIELDS, "width height", "Prints the screen's width and height."},
+    {"set_screen_size", "width:i height:i", S_FIELDS, "width height",
+     "Changes the screen's resolution to WIDTH HEIGHT and prints it."},
     {"get_cursor_position", "", S_FIELDS, "x y", "Prints the pointer's X and Y."},
     /* windows and apps */
     {"windows", "", S_WINDOWS, NULL, "Lists the windows."},

@@ -642,9 +642,16 @@ class Desktop(unittest.TestCase):
             return self.screenshot(cid)[0].pixel(*spot) == colour
         wait_until(wallpaper_shown, 30, "the new wallpaper on the screen")
         bash(cid, "echo kept > /home/user/file.txt")
+        # A resolution set through the API is the computer's from then on.
+        self.assertEqual(srv.act(cid, "set_screen_size", {"width": 1024, "height": 768},
+                                 key=key)["width"], 1024)
+        self.assertEqual(srv.ok("GET", "/v1/computers/" + cid, key=key)["resolution"],
+                         [1024, 768])
         srv.ok("POST", "/v1/computers/%s/stop" % cid, key=key)
         srv.ok("POST", "/v1/computers/%s/start" % cid, key=key)
         self.assertEqual(bash(cid, "cat /home/user/file.txt")["stdout"], "kept\n")
+        self.assertEqual(srv.act(cid, "get_screen_size", {}, key=key),
+                         {"width": 1024, "height": 768})
         wait_until(wallpaper_shown, 30, "the wallpaper after stop and start")
         srv.ok("DELETE", "/v1/computers/" + cid, key=key)
 

@@ -52,6 +52,8 @@ TABLE = [
     ("screenshot_base64", SHOT, "json",
      'The screen as {"image" (base64), "mime_type", "width", "height", "scale"}.'),
     ("get_screen_size", "", "json", '{"width", "height"}.'),
+    ("set_screen_size", "width height", "json",
+     "Changes the screen's resolution (up to the size the desktop started with, at least 1920x1200)."),
     ("get_cursor_position", "", "json", '{"x", "y", "normalized": {"x", "y"}}.'),
     # windows and apps
     ("windows", "", "windows", "The windows: a list of {id, title, app_class, pid, x, y, width, height, ...}."),
