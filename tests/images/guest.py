@@ -126,14 +126,14 @@ def descendants(procs, root):
     return out
 
 
-def check_only_envd(tc, g, session_parts, allowed_names):
+def check_only_envd(tc, procs, session_parts, allowed):
     """No services but envd: PID 1 is tini with envd as its child, and every
     other process descends from envd or stays in the process group of one of
     envd's session children (daemons they spawned through D-Bus activation
     are reparented to PID 1 but keep that group). Returns (envd, procs, the
     pids of the session: the session_parts children of envd and what they
-    started, which must all be named in allowed_names)."""
-    procs = processes(g)
+    started, whose names must all match the regular expression allowed).
+    procs: processes()."""
     by_pid = {p["pid"]: p for p in procs}
     tc.assertEqual(by_pid[1]["comm"], "tini", procs)
     envds = [p for p in procs if p["comm"] == "envd"]
@@ -155,7 +155,7 @@ def check_only_envd(tc, g, session_parts, allowed_names):
         if p["pid"] not in under_envd:
             session.add(p["pid"])
     for pid in session:
-        tc.assertIn(by_pid[pid]["comm"], allowed_names, by_pid[pid])
+        tc.assertRegex(by_pid[pid]["comm"], r"\A(?:%s)\Z" % allowed, by_pid[pid])
     return envd, procs, session
 
 

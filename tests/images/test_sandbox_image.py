@@ -2,7 +2,7 @@
 
 import unittest
 
-from guest import Guest, check_only_envd, check_user_basics
+from guest import Guest, check_only_envd, check_user_basics, processes
 
 g = None
 
@@ -56,7 +56,7 @@ class Sandbox(unittest.TestCase):
 
     def test_no_services_but_envd(self):
         # Nothing but tini, envd and the command itself (bash and its ps).
-        envd, procs, _ = check_only_envd(self, g, (), ())
+        envd, procs, _ = check_only_envd(self, processes(g), (), "")
         others = sorted(p["comm"] for p in procs if p["pid"] not in (1, envd["pid"]))
         self.assertTrue(set(others) <= {"bash", "ps"} and "ps" in others, procs)
         # envd stays root (rootfs/README.md says why); what it runs is 1000.
