@@ -99,26 +99,56 @@ def p95(samples):
     return s[max(0, math.ceil(0.95 * len(s)) - 1)]
 
 
+# What the desktop's start is made of, from the start times of the session's
+# processes (/proc/PID/stat, 10 ms ticks) and envd's ready_ms, which counts
+# from just before it spawns Xvfb.
+STAGES = (("Xvfb spawned → answering (dbus-daemon spawned)", "Xvfb", "dbus-daemon"),
+          ("→ D-Bus and AT-SPI up (xfce4-session spawned)", "dbus-daemon", "xfce4-session"),
+          ("→ xfce4-session starts its clients (xfdesktop spawned)", "xfce4-session",
+           "xfdesktop"),
+          ("→ panel and desktop windows mapped (ready)", "xfdesktop", "ready"))
+
+
+def session_stages(g, ready_ms):
+    out = g.ok("bash", {"command": "for p in /proc/[0-9]*; do "
+                                   "echo $(cut -d' ' -f22 $p/stat) $(cat $p/comm); done"})
+    first = {}
+    for line in out["stdout"].splitlines():
+        tick, comm = line.split(" ", 1)
+        first.setdefault(comm, int(tick))
+        first[comm] = min(first[comm], int(tick))
+    hz = os.sysconf("SC_CLK_TCK")
+    at = {c: (t - first["Xvfb"]) / hz for c, t in first.items()}
+    at["ready"] = ready_ms / 1000.0
+    return [at[b] - at[a] for _, a, b in STAGES]
+
+
 def boot(name, args):
     g = Guest(name, args)
     try:
         g.start()
         wall = g.wait_ready(90)
-        return wall, g.health().get("ready_ms", 0) / 1000.0
+        ready_ms = g.health().get("ready_ms", 0)
+        stages = session_stages(g, ready_ms) if "--session" in args else None
+        return wall, ready_ms / 1000.0, stages
     finally:
         g.stop()
 
 
 def ready_rows():
-    rows = []
+    rows, stage_rows = [], []
     for name, args in (("desktop", ["--user", "user", "--session", "desktop"]),
                        ("sandbox", ["--user", "user"])):
         boot(name, args)  # warm the page cache: every run then reads the same way
-        walls, envds = [], []
+        walls, envds, stages = [], [], []
         for _ in range(RUNS):
-            w, e = boot(name, args)
+            w, e, st = boot(name, args)
             walls.append(w)
             envds.append(e)
+            if st:
+                stages.append(st)
+        for i, (what, _, _) in enumerate(STAGES if stages else ()):
+            stage_rows.append((what, "%.2f s" % statistics.median(s[i] for s in stages)))
         goal = ""
         if name == "desktop":
             goal = "%.1f s: %s" % (READY_GOAL_S,
@@ -127,7 +157,7 @@ def ready_rows():
         rows.append((name, "%.2f s" % statistics.median(walls), "%.2f s" % p95(walls),
                      "%.2f s" % min(walls), "%.2f s" % statistics.median(envds) if
                      name == "desktop" else "—", goal, len(walls)))
-    return rows
+    return rows, stage_rows
 
 
 def main():
@@ -138,10 +168,14 @@ def main():
     table("image sizes: the goal is compared to the root filesystem tree (du -sx)",
           size_rows(), ("image", "rootfs tree", "goal (tree)",
                         "disk.ext4 used / nominal", "kernel + initrd", "packages"))
+    rows, stage_rows = ready_rows()
     table("start → /health ready in the namespace + chroot harness (tests/images/run-guest); "
-          "p95 of %d runs is the nearest rank" % RUNS, ready_rows(),
+          "p95 of %d runs is the nearest rank; load average %.1f on %d CPUs" % (
+              RUNS, os.getloadavg()[0], os.cpu_count()), rows,
           ("image", "median", "p95", "min", "envd's own ready_ms (median)", "goal (median)",
            "runs"))
+    table("where the desktop's start goes (medians; process start times, 10 ms ticks)",
+          stage_rows, ("stage", "time"))
 
 
 if __name__ == "__main__":
