@@ -1,16 +1,20 @@
-"""rootfs/build-image's cache: a hit rebuilds nothing, and an interrupted
-build (SIGINT, SIGTERM, or SIGKILL of everything it started) leaves no image,
-no partial tree, no mount and no process behind, and the next build is not
-confused by what a killed one left.
+"""rootfs/build-image's cache: a hit rebuilds nothing and waits for no other
+build, and an interrupted build (SIGINT, SIGTERM, or SIGKILL of everything it
+started) leaves no image, no partial tree, no mount and no process behind,
+and the next build is not confused by what a killed one left.
 
-The interrupted builds run against a temporary cache (its own lock, its own
-deb cache) and are stopped during debootstrap, seconds after they start; the
+Every build runs against a temporary cache (its own locks, its own deb
+cache). The hit finds a hardlinked copy of the current `make images`
+sandbox there. The interrupted builds are stopped during debootstrap,
+seconds after they start; the
 build that must complete afterwards gets the base tree and kernel of the
 current `make images` (hardlinked from the shared cache) so it only has to
 copy, add envd and run mkfs. Runs as root, like build-image.
 """
 
+import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -142,7 +146,7 @@ class BuildImage(unittest.TestCase):
                    60, "debootstrap to be writing the tree")
         return b, work
 
-    def assert_nothing_left(self, b, allowed=(".lock", "debs")):
+    def assert_nothing_left(self, b, allowed=(".lock", ".prune.lock", "debs")):
         left = sorted(set(os.listdir(self.cache)) - set(allowed))
         self.assertEqual(left, [], "left in the cache after the build ended:\n" + b.output)
         self.assertEqual(mounts_under(self.tmp), [])
@@ -151,14 +155,27 @@ class BuildImage(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.build_dir, "images", "sandbox")))
 
     def test_cache_hit_rebuilds_nothing(self):
-        image_dir = os.path.realpath(IMAGE)
-        before = {f: os.stat(os.path.join(image_dir, f))
-                  for f in ("manifest.json", "disk.ext4", "rootfs/usr/local/bin/envd")}
+        # The current sandbox image, hardlinked into the temporary cache under
+        # its own name, and that cache's build lock held as by a long build
+        # of another image: a hit needs neither a build nor the lock.
+        image_dir = os.path.join(self.cache, os.path.basename(os.path.realpath(IMAGE)))
+        os.makedirs(self.cache)
+        subprocess.run(["cp", "-al", os.path.realpath(IMAGE), image_dir], check=True)
+        files = ("manifest.json", "disk.ext4", "rootfs/usr/local/bin/envd")
+        before = {f: os.stat(os.path.join(image_dir, f)) for f in files}
         with open(os.path.join(image_dir, "manifest.json"), "rb") as f:
             manifest = f.read()
-        b = self.start(cache=os.path.dirname(image_dir))
-        self.assertEqual(b.wait(120), 0, b.output)
-        self.assertRegex(b.output, r"cached: .* -> " + image_dir)
+        entries = sorted(os.listdir(self.cache))
+        with open(os.path.join(self.cache, ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            b = self.start()
+            try:
+                rc = b.wait(60)
+            except subprocess.TimeoutExpired:
+                self.fail("build-image did not return while another build held the lock "
+                          "(is build/images/sandbox current? run make images):\n" + b.output)
+        self.assertEqual(rc, 0, b.output)
+        self.assertRegex(b.output, r"cached: .* -> " + re.escape(image_dir))
         self.assertNotIn("building image", b.output)
         self.assertEqual(os.path.realpath(os.path.join(self.build_dir, "images", "sandbox")),
                          image_dir)
@@ -168,6 +185,8 @@ class BuildImage(unittest.TestCase):
                              (st.st_ino, st.st_size, st.st_mtime_ns), f)
         with open(os.path.join(image_dir, "manifest.json"), "rb") as f:
             self.assertEqual(f.read(), manifest)
+        self.assertEqual(sorted(set(os.listdir(self.cache)) - {".lock", ".prune.lock"}),
+                         sorted(set(entries) - {".lock"}), "the hit added or removed entries")
 
     def test_interrupt_leaves_nothing(self):
         for sig, rc in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
