@@ -6,6 +6,7 @@ desktop. Real cubicled, real container computers, one run."""
 import json
 import os
 import sqlite3
+import statistics
 import sys
 import time
 
@@ -24,32 +25,58 @@ def mem_available_kib():
     return 0
 
 
+RUNS = int(os.environ.get("CUBICLE_BENCH_RUNS", "5"))
+
+
+def first_answer_ms(srv, key, kind, size, first, wait=True):
+    """Create → the first answer of `first` (action, params), in ms."""
+    t = time.perf_counter()
+    q = "?wait=running&timeout_s=120" if wait else ""
+    c = srv.ok("POST", "/v1/computers" + q, {"kind": kind, "size": size},
+               key=key, status=201)
+    srv.act(c["id"], first[0], first[1], key=key)
+    return (time.perf_counter() - t) * 1000, c
+
+
+def summary(samples, goal):
+    s = sorted(samples)
+    return ("%.0f ms" % statistics.median(s), "%.0f ms" % s[-1], goal)
+
+
 def main():
     rows = []
     srv = Cubicled(["--warm-pool", "small=1"]).start()
     try:
         ws, key = srv.workspace("bench")
-        # Cold: a sandbox and a desktop from nothing to their first answer.
-        for kind, first in (("sandbox", ("bash", {"command": "true"})),
-                            ("desktop", ("screenshot", {}))):
-            t = time.perf_counter()
-            c = srv.ok("POST", "/v1/computers?wait=running&timeout_s=120",
-                       {"kind": kind, "size": "xs" if kind == "sandbox" else "medium"},
-                       key=key, status=201)
-            srv.act(c["id"], first[0], first[1], key=key)
+        pool_ready = lambda: [c for c in srv.ok("GET", "/v1/computers?state=running")
+                              ["computers"] if c["workspace"] != ws]
+        # Cold: sandboxes and desktops from nothing to their first answer,
+        # each deleted before the next (the pool's desktop stays idle).
+        wait_until(pool_ready, 120, "a warm desktop")
+        for kind, size, first, goal in (
+                ("sandbox", "xs", ("bash", {"command": "true"}), ""),
+                ("desktop", "medium", ("screenshot", {}), "≤ 1500 ms")):
+            samples = []
+            for _ in range(RUNS):
+                ms, c = first_answer_ms(srv, key, kind, size, first)
+                samples.append(ms)
+                srv.ok("DELETE", "/v1/computers/" + c["id"], key=key)
             rows.append(("create → first %s, %s, cold" % (first[0], kind),
-                         "%.0f ms" % ((time.perf_counter() - t) * 1000)))
-            if kind == "desktop":
-                cold_desktop = c
-        # Warm: the pool's small desktop.
-        wait_until(lambda: [c for c in srv.ok("GET", "/v1/computers?state=running")
-                            ["computers"] if c["workspace"] != ws], 120, "a warm desktop")
-        t = time.perf_counter()
-        c = srv.ok("POST", "/v1/computers", {"kind": "desktop"}, key=key, status=201)
-        srv.act(c["id"], "screenshot", {}, key=key)
+                         *summary(samples, goal)))
+        cold_desktop = srv.ok("POST", "/v1/computers?wait=running&timeout_s=120",
+                              {"kind": "desktop", "size": "medium"}, key=key, status=201)
+        # Warm: the pool's small desktop, claimed; the pool refills between runs.
+        samples = []
+        for _ in range(RUNS):
+            wait_until(pool_ready, 120, "a warm desktop")
+            ms, c = first_answer_ms(srv, key, "desktop", "small", ("screenshot", {}),
+                                    wait=False)
+            samples.append(ms)
+            srv.ok("DELETE", "/v1/computers/" + c["id"], key=key)
         rows.append(("create → first screenshot, desktop, warm pool",
-                     "%.0f ms" % ((time.perf_counter() - t) * 1000)))
-        table("cubicled: time to a usable computer", rows, ("what", "time"))
+                     *summary(samples, "≤ 50 ms")))
+        table("cubicled: time to a usable computer, %d runs each" % RUNS, rows,
+              ("what", "median", "max", "goal"))
 
         # left_click: through cubicled vs straight to the computer's envd.
         cid = cold_desktop["id"]
@@ -92,11 +119,12 @@ def main():
             ids.append(srv.computer(key, kind="desktop", size="small")["id"])
         time.sleep(5)  # let the desktops settle into idle before measuring
         per = (before - mem_available_kib()) / n_desk / 1024
-        total_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+        # The issue's host: 24 GiB, less 1 GiB kept for the host itself.
+        fit = (23 * 1024 / per) if per > 0 else 0
         table("memory per idle desktop (%d desktops)" % n_desk,
-              [("MemAvailable drop per desktop", "%.0f MiB" % per),
-               ("idle desktops that fit in %.0f GiB" % total_gib,
-                "%d" % (total_gib * 1024 / per if per > 0 else 0))], ("what", "figure"))
+              [("MemAvailable drop per desktop", "%.0f MiB" % per, ""),
+               ("idle desktops that fit in 24 GiB (1 GiB left to the host)",
+                "%d" % fit, "≥ 60")], ("what", "figure", "goal"))
         for i in ids:
             srv.ok("DELETE", "/v1/computers/" + i, key=key)
     finally:

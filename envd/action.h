@@ -53,6 +53,13 @@ extern const struct action actions_a11y[];	/* get_accessibility_tree */
 extern const struct action actions_shell[];	/* bash, python */
 extern const struct action actions_files[];	/* read_file, write_file */
 
+/*
+ * `envd --a11y-tree`: reads get_accessibility_tree's parameters (JSON) on
+ * stdin, prints the tree or {"error":...} on stdout and exits (see
+ * actions/a11y.c: the tree is read out of envd's process).
+ */
+_Noreturn void a11y_helper_main(void);
+
 /* The action called `name`, or NULL. */
 const struct action *action_find(const char *name);
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "action.h"
 #include "clipboard.h"
 #include "desk.h"
 #include "envd.h"
@@ -142,6 +143,9 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
+	/* Not an option for people: envd runs itself so to read a11y trees. */
+	if (argc == 2 && strcmp(argv[1], "--a11y-tree") == 0)
+		a11y_helper_main();
 	int c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {

@@ -9,7 +9,15 @@
  *
  * Readiness is what a person would call a usable desktop: the Xfce panel and
  * the desktop (xfdesktop) windows are mapped. It is checked on the thread's
- * own X connection every 25 ms until true, and again after any restart.
+ * own X connection every 25 ms until true, then again whenever the window
+ * manager's client list changes (a PropertyNotify on the root), so a panel
+ * that crashes makes the desktop not ready until it is back. A desktop that
+ * stays not ready for SESSION_UNREADY_RESTART_MS after it was ready gets its
+ * xfce4-session restarted.
+ *
+ * Xvfb never grows its framebuffer (randr.h): it starts at the largest size
+ * set_screen_size may ask for (SESSION_MAX_W x SESSION_MAX_H, or the
+ * requested size if larger) and is set to the requested size at once.
  */
 #include "session.h"
 
@@ -33,6 +41,18 @@
 #include <X11/Xatom.h>
 #include <X11/Xutil.h>
 
+#include "randr.h"
+
+/* Xvfb's framebuffer: the largest screen set_screen_size can make. It costs
+ * width x height x 4 bytes of resident memory whatever the screen's size
+ * (1920x1200: 9 MB, 5 MB more than 1280x800). */
+#define SESSION_MAX_W 1920
+#define SESSION_MAX_H 1200
+
+/* How long a desktop that was ready may stay not ready before envd restarts
+ * xfce4-session (xfce4-session restarts a crashed panel itself, faster). */
+#define SESSION_UNREADY_RESTART_MS 15000
+
 enum { CHILD_XVFB, CHILD_DBUS, CHILD_A11Y, CHILD_DESKTOP, CHILD_COUNT };
 
 struct session_child {
@@ -55,6 +75,8 @@ struct session {
 	int wake[2]; /* session_stop() writes here */
 	pthread_mutex_t lock;
 	bool ready;
+	bool was_ready; /* ready at some point since the last restart */
+	double unready_since_ms;
 	double ready_ms;
 	double start_ms; /* when the current (re)start began */
 	bool stopping;
@@ -234,6 +256,21 @@ static int session_read_line(int fd, char *buf, size_t len, int timeout_ms)
 	return (int)strlen(buf);
 }
 
+/* Sets the fresh X server to the session's size (it started at the largest). */
+static void session_size_screen(struct session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	int w = s->o.width, h = s->o.height;
+	pthread_mutex_unlock(&s->lock);
+	struct err e = {0};
+	Display *dpy = XOpenDisplay(s->display);
+	if (!dpy || randr_set_size(dpy, DefaultRootWindow(dpy), w, h, &e) < 0)
+		fprintf(stderr, "envd: session: cannot make the screen %dx%d: %s\n", w, h,
+			dpy ? e.message : "cannot open the display");
+	if (dpy)
+		XCloseDisplay(dpy);
+}
+
 static int session_start_child(struct session *s, int i, struct err *e)
 {
 	struct session_child *c = &s->child[i];
@@ -252,7 +289,11 @@ static int session_start_child(struct session *s, int i, struct err *e)
 		chmod("/tmp/.X11-unix", 01777);
 		if (pipe2(pipefd, O_CLOEXEC) < 0)
 			return err_set(e, ERR_INTERNAL, "pipe: %s", strerror(errno));
-		snprintf(res, sizeof res, "%dx%dx24", s->o.width, s->o.height);
+		pthread_mutex_lock(&s->lock);
+		int w = s->o.width, h = s->o.height;
+		pthread_mutex_unlock(&s->lock);
+		snprintf(res, sizeof res, "%dx%dx24", w > SESSION_MAX_W ? w : SESSION_MAX_W,
+			 h > SESSION_MAX_H ? h : SESSION_MAX_H);
 		char *argv[] = {"Xvfb",	      s->display, "-screen",	"0",	res,
 				"-nolisten",  "tcp",	  "-noreset",	"-dpi", "96",
 				"+extension", "RANDR",	  "-displayfd", "3",	NULL};
@@ -300,6 +341,8 @@ static int session_start_child(struct session *s, int i, struct err *e)
 			return err_set(e, ERR_UNAVAILABLE, "%s did not start (no answer in 10 s)",
 				       c->name);
 	}
+	if (i == CHILD_XVFB)
+		session_size_screen(s);
 	return 0;
 }
 
@@ -389,8 +432,17 @@ static void session_set_ready(struct session *s, bool ready)
 {
 	pthread_mutex_lock(&s->lock);
 	if (ready && !s->ready) {
-		s->ready_ms = session_now_ms() - s->start_ms;
-		fprintf(stderr, "envd: session: desktop ready in %.0f ms\n", s->ready_ms);
+		double now = session_now_ms();
+		if (s->was_ready) {
+			fprintf(stderr, "envd: session: desktop ready again after %.0f ms\n",
+				now - s->unready_since_ms);
+		} else {
+			s->ready_ms = now - s->start_ms;
+			fprintf(stderr, "envd: session: desktop ready in %.0f ms\n", s->ready_ms);
+		}
+		s->was_ready = true;
+	} else if (!ready && s->ready) {
+		s->unready_since_ms = session_now_ms();
 	}
 	s->ready = ready;
 	pthread_mutex_unlock(&s->lock);
@@ -404,6 +456,7 @@ static void session_restart_from(struct session *s, int first)
 		session_kill_child(&s->child[i]);
 	pthread_mutex_lock(&s->lock);
 	s->start_ms = session_now_ms();
+	s->was_ready = false;
 	pthread_mutex_unlock(&s->lock);
 	for (int i = first; i < CHILD_COUNT; i++) {
 		struct err e = {0};
@@ -419,9 +472,10 @@ static void *session_main(void *arg)
 	struct session *s = arg;
 	Display *dpy = NULL;
 	bool dpy_dead = false;
+	Atom client_list = None;
 	for (;;) {
-		struct pollfd p[CHILD_COUNT + 1];
-		int idx[CHILD_COUNT + 1];
+		struct pollfd p[CHILD_COUNT + 2];
+		int idx[CHILD_COUNT + 2];
 		int np = 0;
 		p[np].fd = s->wake[0];
 		p[np].events = POLLIN;
@@ -433,10 +487,29 @@ static void *session_main(void *arg)
 				idx[np++] = i;
 			}
 		}
+		/* The X connection: its events say when to look again. */
+		if (dpy && !dpy_dead) {
+			p[np].fd = ConnectionNumber(dpy);
+			p[np].events = POLLIN;
+			idx[np++] = CHILD_COUNT;
+		}
 		pthread_mutex_lock(&s->lock);
 		bool ready = s->ready;
+		bool stuck = !ready && s->was_ready &&
+			     session_now_ms() - s->unready_since_ms > SESSION_UNREADY_RESTART_MS;
 		pthread_mutex_unlock(&s->lock);
+		if (stuck) {
+			fprintf(stderr,
+				"envd: session: the desktop is still not usable after %d s; "
+				"restarting %s\n",
+				SESSION_UNREADY_RESTART_MS / 1000, s->child[CHILD_DESKTOP].name);
+			session_restart_from(s, CHILD_DESKTOP);
+			continue;
+		}
+		/* Queued events are not on the socket any more: look at them now. */
 		int timeout = ready ? -1 : 25;
+		if (dpy && !dpy_dead && XPending(dpy))
+			timeout = 0;
 		int rc = poll(p, (nfds_t)np, timeout);
 		if (rc < 0 && errno != EINTR)
 			break;
@@ -476,20 +549,31 @@ static void *session_main(void *arg)
 			session_restart_from(s, died);
 			continue;
 		}
-		if (!ready) {
-			if (dpy && dpy_dead) {
-				XCloseDisplay(dpy);
-				dpy = NULL;
-			}
-			if (!dpy) {
-				dpy_dead = false;
-				dpy = XOpenDisplay(s->display);
-				if (dpy)
-					XSetIOErrorExitHandler(dpy, session_on_io_exit, &dpy_dead);
-			}
-			if (dpy && !dpy_dead && session_desktop_mapped(dpy))
-				session_set_ready(s, true);
+		if (dpy && dpy_dead) {
+			XCloseDisplay(dpy);
+			dpy = NULL;
 		}
+		if (!dpy) {
+			dpy_dead = false;
+			dpy = XOpenDisplay(s->display);
+			if (dpy) {
+				XSetIOErrorExitHandler(dpy, session_on_io_exit, &dpy_dead);
+				XSelectInput(dpy, DefaultRootWindow(dpy), PropertyChangeMask);
+				client_list = XInternAtom(dpy, "_NET_CLIENT_LIST", False);
+			}
+		}
+		if (!dpy || dpy_dead)
+			continue;
+		/* Ready: look again only when the window manager's list changed. */
+		bool look = !ready;
+		while (!dpy_dead && XPending(dpy)) {
+			XEvent ev;
+			XNextEvent(dpy, &ev);
+			look =
+			    look || (ev.type == PropertyNotify && ev.xproperty.atom == client_list);
+		}
+		if (look && !dpy_dead)
+			session_set_ready(s, session_desktop_mapped(dpy));
 	}
 	if (dpy)
 		XCloseDisplay(dpy);
@@ -536,6 +620,12 @@ struct session *session_start(const struct session_opts *o, struct err *e)
 		err_set(e, ERR_INTERNAL, "pipe: %s", strerror(errno));
 		goto fail;
 	}
+	/* The readiness check queries windows that may vanish mid-query, and the
+	 * screen is sized right after Xvfb starts: Xlib's default handler would
+	 * exit envd on an X error. (desk_open installs its own trapping handler
+	 * later, which does not exit either.) */
+	XInitThreads();
+	XSetErrorHandler(session_ignore_x_error);
 	s->start_ms = session_now_ms();
 	for (int i = 0; i < CHILD_COUNT; i++) {
 		if (session_start_child(s, i, e) < 0) {
@@ -544,11 +634,6 @@ struct session *session_start(const struct session_opts *o, struct err *e)
 			goto fail;
 		}
 	}
-	/* The readiness check queries windows that may vanish mid-query: Xlib's
-	 * default handler would exit envd on the BadWindow. (desk_open installs
-	 * its own trapping handler later, which does not exit either.) */
-	XInitThreads();
-	XSetErrorHandler(session_ignore_x_error);
 	if (pthread_create(&s->thread, NULL, session_main, s) != 0) {
 		for (int j = CHILD_COUNT - 1; j >= 0; j--)
 			session_kill_child(&s->child[j]);
@@ -567,6 +652,14 @@ fail:
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	return NULL;
+}
+
+void session_set_screen_size(struct session *s, int width, int height)
+{
+	pthread_mutex_lock(&s->lock);
+	s->o.width = width;
+	s->o.height = height;
+	pthread_mutex_unlock(&s->lock);
 }
 
 bool session_ready(struct session *s)

@@ -39,7 +39,11 @@ struct session_opts {
  */
 struct session *session_start(const struct session_opts *o, struct err *e);
 
-/* True once the panel and the desktop are mapped (and since the last restart). */
+/* The screen's size now (set_screen_size): an X server restart keeps it. */
+void session_set_screen_size(struct session *s, int width, int height);
+
+/* True while the panel and the desktop are mapped (re-checked whenever the
+ * window manager's client list changes). */
 bool session_ready(struct session *s);
 
 /* How long the last start took to become ready, in ms (0 if not yet). */

@@ -23,6 +23,11 @@
  * handful), and when that cache is full every viewer's send lock is taken
  * once, so no send still holds an old shape, before the old ones are freed.
  *
+ * Size. When the root window changes size (set_screen_size, XRandR) the
+ * framebuffer takes the new size in place (it was allocated for the largest
+ * one) and every viewer that understands NewFBSize or ExtendedDesktopSize is
+ * told; the whole screen is read again.
+ *
  * Clipboard. The same connection hears when CLIPBOARD changes owner (XFixes
  * selection events) and tells vnc-input.c, which sends the text to viewers.
  */
@@ -41,6 +46,7 @@
 #include <X11/extensions/Xfixes.h>
 
 #include "envd.h"
+#include "randr.h"
 #include "vnc-internal.h"
 
 #include <rfb/rfbregion.h> /* after rfb.h, which it needs */
@@ -202,6 +208,48 @@ static void vnc_capture_full(struct vnc *v)
 		rfbMarkRectAsModified(v->screen, x, y, x + w, y + h);
 }
 
+/*
+ * The screen changed size: the framebuffer takes it (rows of the new width)
+ * and the viewers are told. What rfbNewFramebuffer does, but for the size
+ * alone: that function also resets the pixel format to libvncserver's
+ * default channel order (the framebuffer keeps X's 0x00RRGGBB) and
+ * reinstalls every viewer's translation tables under their output threads.
+ */
+static void vnc_capture_resize(struct vnc *v)
+{
+	int w = v->root_w, h = v->root_h;
+	if (w > v->fb_w || h > v->fb_h || w < 1 || h < 1) {
+		fprintf(stderr, "envd: vnc: the screen is now %dx%d, over the %dx%d served\n", w, h,
+			v->fb_w, v->fb_h);
+		return;
+	}
+	__atomic_store_n(&v->width, w, __ATOMIC_RELAXED);
+	__atomic_store_n(&v->height, h, __ATOMIC_RELAXED);
+	rfbScreenInfoPtr s = v->screen;
+	s->width = w;
+	s->height = h;
+	s->paddedWidthInBytes = w * 4;
+	if (s->cursorX >= w)
+		s->cursorX = w - 1;
+	if (s->cursorY >= h)
+		s->cursorY = h - 1;
+	vnc_capture_full(v); /* the rows are laid out anew */
+	rfbClientIteratorPtr it = rfbGetClientIterator(s);
+	rfbClientPtr cl;
+	while ((cl = rfbClientIteratorNext(it))) {
+		pthread_mutex_lock(&cl->updateMutex);
+		sraRgnDestroy(cl->modifiedRegion);
+		cl->modifiedRegion = sraRgnCreateRect(0, 0, w, h);
+		sraRgnMakeEmpty(cl->copyRegion);
+		cl->copyDX = cl->copyDY = 0;
+		if (cl->useNewFBSize || cl->useExtDesktopSize)
+			cl->newFBSizePending = TRUE;
+		pthread_cond_signal(&cl->updateCond);
+		pthread_mutex_unlock(&cl->updateMutex);
+	}
+	rfbReleaseClientIterator(it);
+}
+
 /* ---- cursor --------------------------------------------------------------- */
 
 static void vnc_cursor_free(rfbCursorPtr c)
@@ -322,9 +370,8 @@ static void *vnc_capture_main(void *arg)
 	vnc_cursor_update(v);
 	int64_t last_read = 0;
 	bool damaged = false;
-	bool told_resize = false;
 	for (;;) {
-		bool cursor = false, clip = false;
+		bool cursor = false, clip = false, resized = false;
 		while (!v->x_io_dead && XPending(v->dpy)) {
 			XEvent ev;
 			XNextEvent(v->dpy, &ev);
@@ -337,14 +384,7 @@ static void *vnc_capture_main(void *arg)
 			else if (ev.type == ConfigureNotify && ev.xconfigure.window == v->root) {
 				v->root_w = ev.xconfigure.width;
 				v->root_h = ev.xconfigure.height;
-				if (!told_resize &&
-				    (v->root_w != v->width || v->root_h != v->height)) {
-					fprintf(stderr,
-						"envd: vnc: the screen is now %dx%d; viewers keep "
-						"%dx%d\n",
-						v->root_w, v->root_h, v->width, v->height);
-					told_resize = true;
-				}
+				resized = v->root_w != v->width || v->root_h != v->height;
 			}
 		}
 		if (v->x_io_dead)
@@ -353,6 +393,8 @@ static void *vnc_capture_main(void *arg)
 			vnc_cursor_update(v);
 		if (clip)
 			vnc_clip_changed(v);
+		if (resized)
+			vnc_capture_resize(v);
 
 		pthread_mutex_lock(&v->lock);
 		bool stop = v->capture_stop;
@@ -455,9 +497,16 @@ int vnc_capture_open(struct vnc *v, struct err *e)
 		return err_set(e, ERR_UNAVAILABLE, "cannot read the root window's size");
 	v->width = v->root_w = wa.width;
 	v->height = v->root_h = wa.height;
+	/* Room for the largest screen, so a resize never reallocates. */
+	struct err re = {0};
+	if (randr_max_size(dpy, v->root, &v->fb_w, &v->fb_h, &re) < 0 || v->fb_w < v->width ||
+	    v->fb_h < v->height) {
+		v->fb_w = v->width;
+		v->fb_h = v->height;
+	}
 
 	if (XShmQueryExtension(dpy)) {
-		size_t size = (size_t)v->width * (size_t)v->height * 4;
+		size_t size = (size_t)v->fb_w * (size_t)v->fb_h * 4;
 		/* Private to envd's user first; an X server running as another
 		 * user (envd as root, Xvfb as the desktop's user) needs it open. */
 		if (!vnc_shm_try(v, size, 0600))

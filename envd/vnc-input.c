@@ -214,10 +214,12 @@ void vnc_input_pointer(int mask, int x, int y, rfbClientPtr cl)
 		x = 0;
 	if (y < 0)
 		y = 0;
-	if (x >= v->width)
-		x = v->width - 1;
-	if (y >= v->height)
-		y = v->height - 1;
+	int w = __atomic_load_n(&v->width, __ATOMIC_RELAXED);
+	int h = __atomic_load_n(&v->height, __ATOMIC_RELAXED);
+	if (x >= w)
+		x = w - 1;
+	if (y >= h)
+		y = h - 1;
 	pthread_mutex_lock(&v->input_lock);
 	if (!v->input_dead) {
 		Display *dpy = v->input_dpy;

@@ -57,8 +57,14 @@ struct vnc {
 	int accepting_dup; /* accept thread: the fd duplicate for the new viewer */
 
 	rfbScreenInfoPtr screen;
-	char *fb; /* width * height * 4 bytes, 0x00RRGGBB little-endian, as X reads it */
+	/* The screen's pixels, 0x00RRGGBB little-endian as X reads them, rows of
+	 * width * 4 bytes. Allocated once for the largest screen RandR allows
+	 * (fb_w x fb_h), so a resize never moves it under libvncserver's output
+	 * threads. width and height follow the screen (the capture thread
+	 * writes them; others read them atomically). */
+	char *fb;
 	int width, height;
+	int fb_w, fb_h;
 
 	/* Shared state, under lock. */
 	pthread_mutex_t lock;
@@ -78,7 +84,7 @@ struct vnc {
 	Window root;
 	Visual *visual;
 	int depth;
-	int root_w, root_h; /* the root window now (the framebuffer keeps its size) */
+	int root_w, root_h; /* the root window now (width/height follow it) */
 	int x_wake[2];
 	pthread_t x_thread;
 	bool x_started;

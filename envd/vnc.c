@@ -336,10 +336,11 @@ static int vnc_listen(struct vnc *v, const char *path, struct err *e)
 
 static int vnc_screen_init(struct vnc *v, struct err *e)
 {
-	size_t bytes = (size_t)v->width * (size_t)v->height * 4;
+	/* calloc: pages of a larger screen than today's are never touched. */
+	size_t bytes = (size_t)v->fb_w * (size_t)v->fb_h * 4;
 	if (!(v->fb = calloc(1, bytes)))
-		return err_set(e, ERR_INTERNAL, "out of memory for a %dx%d framebuffer", v->width,
-			       v->height);
+		return err_set(e, ERR_INTERNAL, "out of memory for a %dx%d framebuffer", v->fb_w,
+			       v->fb_h);
 	int argc = 1;
 	char *argv[] = {(char *)"envd", NULL};
 	rfbScreenInfoPtr s = rfbGetScreen(&argc, argv, v->width, v->height, 8, 3, 4);

@@ -346,6 +346,12 @@ int main(int argc, char **argv)
 	api_run(main_api);
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
+	/* The core's operations may still call into the API (to close a
+	 * stopped computer's streams): end them while the API exists. */
+	if (core_quiesce(core) < 0) {
+		fprintf(stderr, "cubicled: operations still running after 30 s; exiting without them\n");
+		return 0;
+	}
 	struct api *api = main_api;
 	main_api = NULL;
 	api_destroy(api);

@@ -163,6 +163,7 @@ common_init_script() {
 		# file system to its disk's size first. Kernel arguments:
 		#   cubicle.token=TOKEN       required
 		#   cubicle.session=desktop   optional (default: /etc/cubicle/session)
+		#   cubicle.resolution=WxH    optional, the desktop's screen (envd's default)
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 		export PATH
 
@@ -206,12 +207,13 @@ common_init_script() {
 		        session /session || echo "cubicle-init: cannot mount /session" >&2
 		fi
 
-		token= session=
+		token= session= resolution=
 		[ -r /etc/cubicle/session ] && read -r session </etc/cubicle/session
 		for arg in $(cat /proc/cmdline); do
 		    case "$arg" in
 		    cubicle.token=*) token=${arg#cubicle.token=} ;;
 		    cubicle.session=*) session=${arg#cubicle.session=} ;;
+		    cubicle.resolution=*) resolution=${arg#cubicle.resolution=} ;;
 		    esac
 		done
 		if [ -z "$token" ]; then
@@ -228,6 +230,12 @@ common_init_script() {
 		case "$session" in
 		"" | none) ;;
 		*) set -- "$@" --session "$session" ;;
+		esac
+		# The computer's screen (the host's WxH, as the container driver
+		# passes it); envd checks it and refuses a bad one.
+		case "$session:$resolution" in
+		desktop:*[!0-9x]* | desktop:) ;;
+		desktop:*) set -- "$@" --resolution "$resolution" ;;
 		esac
 		cd /
 		exec tini -s -- /usr/local/bin/envd "$@"

@@ -1,7 +1,7 @@
 /*
  * Screen actions: screenshot (raw image bytes), screenshot_base64 (JSON),
- * get_screen_size and get_cursor_position. Thin: parameters in, desk calls
- * (x11/screen.h, x11/input.h) out.
+ * get_screen_size, set_screen_size and get_cursor_position. Thin: parameters
+ * in, desk calls (x11/screen.h, x11/input.h, x11/randr.h) out.
  *
  * Normalized cursor coordinates are x / (width - 1) and y / (height - 1), so
  * 0.0 is the first pixel, 1.0 the last one, and round(n * (width - 1)) gives
@@ -15,6 +15,7 @@
 #include "input.h"
 #include "params.h"
 #include "screen.h"
+#include "session.h"
 
 static const char *const screen_formats[] = {"png", "jpeg", NULL};
 
@@ -138,6 +139,23 @@ static int screen_run_get_screen_size(struct envd *env, const json_t *params,
 	return reply->json ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
 }
 
+static int screen_run_set_screen_size(struct envd *env, const json_t *params,
+				      struct action_reply *reply, struct err *e)
+{
+	long long w, h;
+	int sw, sh;
+	if (param_need_int(params, "width", 1, SCREEN_COORD_LIMIT, &w, e) < 0 ||
+	    param_need_int(params, "height", 1, SCREEN_COORD_LIMIT, &h, e) < 0 ||
+	    desk_set_screen_size(env->desk, (int)w, (int)h, e) < 0 ||
+	    desk_screen_size(env->desk, &sw, &sh, e) < 0)
+		return -1;
+	/* A supervised session restarts its X server at this size. */
+	if (env->session)
+		session_set_screen_size(env->session, sw, sh);
+	reply->json = json_pack("{s:b, s:i, s:i}", "ok", 1, "width", sw, "height", sh);
+	return reply->json ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
 static int screen_run_get_cursor_position(struct envd *env, const json_t *params,
 					  struct action_reply *reply, struct err *e)
 {
@@ -158,11 +176,13 @@ static const char *const screen_shot_params[] = {
     "max_width", "max_height", "out_width", "out_height", NULL, /* scaling */
 };
 static const char *const screen_no_params[] = {NULL};
+static const char *const screen_size_params[] = {"width", "height", NULL};
 
 const struct action actions_screen[] = {
     {"screenshot", screen_run_screenshot, ACTION_DISPLAY, screen_shot_params},
     {"screenshot_base64", screen_run_screenshot_base64, ACTION_DISPLAY, screen_shot_params},
     {"get_screen_size", screen_run_get_screen_size, ACTION_DISPLAY, screen_no_params},
+    {"set_screen_size", screen_run_set_screen_size, ACTION_DISPLAY, screen_size_params},
     {"get_cursor_position", screen_run_get_cursor_position, ACTION_DISPLAY, screen_no_params},
     {0},
 };

@@ -649,7 +649,7 @@ int launch_app(const struct launch_opts *o, pid_t *pid, struct err *e)
 			     fail.stage ? strerror(fail.err) : "no answer");
 	} else if (fail.stage == LAUNCH_EXEC) {
 		rc = err_set(e,
-			     fail.err == ENOENT   ? ERR_NOT_FOUND
+			     fail.err == ENOENT	  ? ERR_NOT_FOUND
 			     : fail.err == EACCES ? ERR_FORBIDDEN
 						  : ERR_INTERNAL,
 			     "app: cannot run %s: %s", exe, strerror(fail.err));

@@ -1,5 +1,7 @@
 #include "desk-internal.h"
 
+#include "randr.h"
+
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -189,6 +191,17 @@ int desk_screen_size(struct desk *d, int *width, int *height, struct err *e)
 	*width = wa.width;
 	*height = wa.height;
 	return 0;
+}
+
+int desk_set_screen_size(struct desk *d, int width, int height, struct err *e)
+{
+	if (desk_lock(d, e) < 0)
+		return -1;
+	desk_trap_begin();
+	int rc = randr_set_size(d->dpy, d->root, width, height, e);
+	desk_trap_end(d);
+	desk_unlock(d);
+	return rc;
 }
 
 int desk_check_point(struct desk *d, int x, int y, const char *xname, const char *yname,

@@ -36,6 +36,13 @@ const char *desk_display_name(const struct desk *d);
 /* Current root window size in pixels (follows RANDR changes). */
 int desk_screen_size(struct desk *d, int *width, int *height, struct err *e);
 
+/*
+ * Resizes the screen to width x height through XRandR (randr.h): at most the
+ * size the X server was started with. ERR_INVALID naming "width"/"height"
+ * for a size it cannot take, ERR_CONFLICT without RandR 1.2.
+ */
+int desk_set_screen_size(struct desk *d, int width, int height, struct err *e);
+
 /* Fails with ERR_INVALID naming xname/yname if (x, y) is off-screen. */
 int desk_check_point(struct desk *d, int x, int y, const char *xname, const char *yname,
 		     struct err *e);

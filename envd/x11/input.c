@@ -531,8 +531,8 @@ static void input_settle(struct desk *d, int x, int y, unsigned button, bool dow
 		struct err e;
 		if (desk_lock(d, &e) < 0)
 			return;
-		Bool ok = XQueryPointer(d->dpy, d->root, &root_ret, &child, &px, &py, &wx, &wy,
-					&mask);
+		Bool ok =
+		    XQueryPointer(d->dpy, d->root, &root_ret, &child, &px, &py, &wx, &wy, &mask);
 		desk_unlock(d);
 		if (!ok)
 			return;

@@ -203,26 +203,65 @@ static void api_keys(void *ctx, struct httpd_request *req, struct httpd_response
 		   rc == 0 ? json_pack("{s:s, s:s}", "key", key, "workspace", w.id) : NULL, &e);
 }
 
-/* ?wait=STATE&timeout_s=N after an operation: blocks until then. */
-static int api_maybe_wait(struct api *a, struct httpd_request *req, const char *id, const char *ws,
-			  json_t **out, struct err *e)
+/* ?wait=STATE&timeout_s=N, read and checked before the operation runs, so
+ * a bad value changes nothing. */
+struct api_wait {
+	const char *state; /* NULL: answer at once */
+	int timeout_s;
+};
+
+static int api_wait_parse(struct httpd_request *req, struct api_wait *w, struct err *e)
 {
-	const char *state = httpd_query(req, "wait");
-	if (!state)
-		return 0;
 	static const char *const states[] = {"running", "stopped", "deleted", "error", NULL};
-	bool ok = false;
-	for (int i = 0; states[i]; i++)
-		ok = ok || strcmp(state, states[i]) == 0;
+	w->state = httpd_query(req, "wait");
+	bool ok = !w->state;
+	for (int i = 0; w->state && states[i]; i++)
+		ok = ok || strcmp(w->state, states[i]) == 0;
 	if (!ok)
-		return err_param(e, "wait", "wait: one of running, stopped, deleted, error");
+		return err_param(e, "wait",
+				 "wait: one of running, stopped, deleted, error, not '%.40s'",
+				 w->state);
 	long long timeout = 60;
 	if (api_query_int(req, "timeout_s", 0, 3600, 60, &timeout, e) < 0)
 		return -1;
-	json_decref(*out);
-	*out = NULL;
-	return core_wait(a->core, id, ws, state, (int)timeout, out, e);
+	w->timeout_s = (int)timeout;
+	return 0;
 }
+
+/* Refuses a query parameter that is not in known (NULL-terminated). */
+static int api_query_known(struct httpd_request *req, const char *const *known, struct err *e)
+{
+	for (size_t i = 0; i < req->nquery; i++) {
+		const char *q = req->query[i];
+		size_t len = strcspn(q, "=");
+		bool ok = false;
+		for (int k = 0; known[k] && !ok; k++)
+			ok = strlen(known[k]) == len && strncmp(q, known[k], len) == 0;
+		if (!ok) {
+			char name[64];
+			snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), q);
+			return err_param(e, name,
+					 "%s: not a query parameter here (wait, timeout_s)", name);
+		}
+	}
+	return 0;
+}
+
+/* After an operation: blocks until the computer reaches w->state. */
+static int api_wait(struct api *a, const struct api_wait *w, const char *id, const char *ws,
+		    json_t **out, struct err *e)
+{
+	if (!w->state)
+		return 0;
+	json_t *got = NULL;
+	if (core_wait(a->core, id, ws, w->state, w->timeout_s, &got, e) < 0)
+		return -1;
+	json_decref(*out);
+	*out = got;
+	return 0;
+}
+
+static const char *const api_wait_query[] = {"wait", "timeout_s", NULL};
 
 static void api_computers(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 {
@@ -239,15 +278,27 @@ static void api_computers(void *ctx, struct httpd_request *req, struct httpd_res
 		api_answer(resp, rc, 200, out, &e);
 		return;
 	}
-	json_t *body = api_body_json(req, &e);
-	int rc = body ? core_create(a->core, api_ws(c), body, &out, &e) : -1;
-	json_decref(body);
-	if (rc == 0) {
-		char id[40];
-		snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
-		rc = api_maybe_wait(a, req, id, api_ws(c), &out, &e);
+	struct api_wait w;
+	json_t *body = NULL;
+	if (api_query_known(req, api_wait_query, &e) < 0 || api_wait_parse(req, &w, &e) < 0 ||
+	    !(body = api_body_json(req, &e)) ||
+	    core_create(a->core, api_ws(c), body, &out, &e) < 0) {
+		json_decref(body);
+		httpd_respond_err(resp, &e);
+		return;
 	}
-	api_answer(resp, rc, 201, out, &e);
+	json_decref(body);
+	char id[40];
+	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
+	if (api_wait(a, &w, id, api_ws(c), &out, &e) < 0) {
+		/* The computer exists (and goes on booting): say which it is. */
+		json_t *ej = err_to_json(&e);
+		json_object_set_new(json_object_get(ej, "error"), "computer_id", json_string(id));
+		httpd_respond_json(resp, err_http_status(e.code), ej);
+		json_decref(out);
+		return;
+	}
+	httpd_respond_json(resp, 201, out);
 }
 
 static void api_computer(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -256,17 +307,18 @@ static void api_computer(void *ctx, struct httpd_request *req, struct httpd_resp
 	struct api_caller *c = req->user;
 	struct err e = {0};
 	json_t *out = NULL;
-	int rc;
-	if (req->method == HTTPD_DELETE)
+	struct api_wait w;
+	int rc = api_wait_parse(req, &w, &e);
+	if (rc == 0 && req->method == HTTPD_DELETE)
 		rc = core_delete(a->core, c->id, api_ws(c), &out, &e);
-	else if (strcmp(c->sub, "stop") == 0)
+	else if (rc == 0 && strcmp(c->sub, "stop") == 0)
 		rc = core_stop(a->core, c->id, api_ws(c), &out, &e);
-	else if (strcmp(c->sub, "start") == 0)
+	else if (rc == 0 && strcmp(c->sub, "start") == 0)
 		rc = core_start(a->core, c->id, api_ws(c), &out, &e);
-	else
+	else if (rc == 0)
 		rc = core_get(a->core, c->id, api_ws(c), &out, &e);
 	if (rc == 0)
-		rc = api_maybe_wait(a, req, c->id, api_ws(c), &out, &e);
+		rc = api_wait(a, &w, c->id, api_ws(c), &out, &e);
 	api_answer(resp, rc, 200, out, &e);
 }
 

@@ -42,6 +42,7 @@ struct core {
 	pthread_t ticker;
 	int wake[2];
 	bool stopping;
+	int quiesced; /* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
 	int background; /* boot / idle threads still running */
 
 	uint64_t actions_total, action_errors_total;
@@ -60,6 +61,10 @@ void pool_tick(struct core *c);
 int pool_claim(struct core *c, const char *ws, const char *size, const json_t *params, json_t **out,
 	       struct err *e);
 int pool_open(struct core *c, struct err *e);
+void pool_drain(struct core *c);
+
+/* How many computers workspace ws may run at once (its own limit, else the server's). */
+int core_limit(struct core *c, const char *ws);
 
 /* The computer's public JSON. */
 json_t *core_json_public(const struct store_computer *sc);

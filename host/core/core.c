@@ -162,22 +162,51 @@ static void core_driver_computer(struct core *c, struct store_computer *sc, stru
 	dc->state = sc->driver_state;
 }
 
-/* Persists a new state; the driver state in sc goes along. Broadcasts. */
-static int core_set_state(struct core *c, struct store_computer *sc, const char *state,
-			  const char *error, struct err *e)
+/*
+ * Persists a new state, the driver state in sc and what `how` adds (the
+ * usage switch, the workspace's limit) in one transaction, so a crash never
+ * separates a state change from its billing. Broadcasts. On failure sc
+ * keeps its old state.
+ */
+static int core_commit(struct core *c, struct store_computer *sc, const char *state,
+		       const char *error, const struct store_commit *how, struct err *e)
 {
+	char old_state[sizeof sc->state], old_error[sizeof sc->error];
+	int64_t old_deleted = sc->deleted_ms;
+	memcpy(old_state, sc->state, sizeof old_state);
+	memcpy(old_error, sc->error, sizeof old_error);
 	snprintf(sc->state, sizeof sc->state, "%s", state);
 	snprintf(sc->error, sizeof sc->error, "%s", error ? error : "");
 	if (strcmp(state, "deleted") == 0)
 		sc->deleted_ms = core_now_ms();
-	int rc = store_computer_update(c->store, sc, e);
+	if (store_computer_commit(c->store, sc, how, e) < 0) {
+		memcpy(sc->state, old_state, sizeof old_state);
+		memcpy(sc->error, old_error, sizeof old_error);
+		sc->deleted_ms = old_deleted;
+		return -1;
+	}
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
 	if (r)
 		snprintf(r->state, sizeof r->state, "%s", state);
 	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
-	return rc;
+	return 0;
+}
+
+static int core_set_state(struct core *c, struct store_computer *sc, const char *state,
+			  const char *error, struct err *e)
+{
+	return core_commit(c, sc, state, error, NULL, e);
+}
+
+/* A new state and the usage switch to rate_state (NULL: billing ends) at at_ms, together. */
+static int core_set_state_billed(struct core *c, struct store_computer *sc, const char *state,
+				 const char *error, const char *rate_state, int64_t at_ms,
+				 struct err *e)
+{
+	struct store_commit how = {.bill = true, .rate_state = rate_state, .at_ms = at_ms};
+	return core_commit(c, sc, state, error, &how, e);
 }
 
 /* Polls envd's /health until it says ready (the desktop is usable). */
@@ -238,20 +267,21 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 	if (rc < 0) {
 		struct err ignore;
 		ops->stop(&dc, &ignore);
-		core_set_state(c, sc, "error", de.message, NULL);
+		/* A computer in error is not billed (a failed start ends the
+		 * stopped rate too). */
+		core_set_state_billed(c, sc, "error", de.message, NULL, core_now_ms(), NULL);
 		if (e)
 			*e = de;
 		return -1;
 	}
 	int64_t now = core_now_ms();
-	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, "running", now, NULL);
 	sc->last_activity_ms = now;
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
 	if (r)
 		r->last_activity_ms = now;
 	pthread_mutex_unlock(&c->lock);
-	return core_set_state(c, sc, "running", NULL, e);
+	return core_set_state_billed(c, sc, "running", NULL, "running", now, e);
 }
 
 /* ---- background operations ------------------------------------------------------ */
@@ -331,9 +361,7 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
 	/* Billing at the running rate ends when the stop is decided. */
-	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, "stopped", core_now_ms(),
-			   NULL);
-	if (core_set_state(c, sc, "stopping", NULL, e) < 0)
+	if (core_set_state_billed(c, sc, "stopping", NULL, "stopped", core_now_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
 	if (core_ops(sc)->stop(&dc, &de) < 0) {
@@ -357,8 +385,7 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
-	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, NULL, core_now_ms(), NULL);
-	if (core_set_state(c, sc, "deleting", NULL, e) < 0)
+	if (core_set_state_billed(c, sc, "deleting", NULL, NULL, core_now_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
 	if (core_ops(sc)->destroy(&dc, &de) < 0) {
@@ -386,7 +413,9 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 		return;
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
-	store_usage_switch(c->store, sc->id, sc->workspace, sc->size, NULL, core_now_ms(), NULL);
+	/* Billing ends now; it is written with the error state below (a crash
+	 * in between is finished by recovery, which ends it at the last tick). */
+	int64_t end = core_now_ms();
 	struct err ignore;
 	ops->stop(&dc, &ignore);
 	pthread_mutex_lock(&c->lock);
@@ -399,7 +428,7 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 		 "its %s ended while it was running (killed from outside or crashed)",
 		 strcmp(sc->isolation, "vm") == 0 ? "QEMU process" : "processes");
 	fprintf(stderr, "cubicled: %s: %s\n", sc->id, why);
-	core_set_state(c, sc, "error", why, NULL);
+	core_set_state_billed(c, sc, "error", why, NULL, end, NULL);
 }
 
 /* Queues core_do_dead for every running computer whose processes are gone.
@@ -456,21 +485,12 @@ static int core_lock_computer(struct core *c, const char *id, const char *ws,
 	return 0;
 }
 
-static int core_check_limit(struct core *c, const char *ws, struct err *e)
+int core_limit(struct core *c, const char *ws)
 {
 	struct store_workspace w;
-	int limit = c->cfg.default_max_running;
 	if (store_workspace_get(c->store, ws, &w, NULL) == 0 && w.max_running > 0)
-		limit = w.max_running;
-	int n = 0;
-	if (store_computer_count_running(c->store, ws, &n, e) < 0)
-		return -1;
-	if (n >= limit)
-		return err_set(e, ERR_LIMIT,
-			       "workspace %s already runs %d computers, its limit; stop or delete "
-			       "one first",
-			       ws, n);
-	return 0;
+		return w.max_running;
+	return c->cfg.default_max_running;
 }
 
 int core_create(struct core *c, const char *ws, const json_t *params, json_t **out, struct err *e)
@@ -556,8 +576,6 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 			goto fail;
 		snprintf(sc.session_id, sizeof sc.session_id, "%s", session);
 	}
-	if (core_check_limit(c, sc.workspace, e) < 0)
-		goto fail;
 	/* The pool's desktops have the default isolation. */
 	if (strcmp(sc.kind, "desktop") == 0 && (iso == 1) == c->default_vm) {
 		int claimed = pool_claim(c, sc.workspace, sc.size, params, out, e);
@@ -571,7 +589,10 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	snprintf(sc.state, sizeof sc.state, "provisioning");
 	sc.driver_state = json_object();
 	sc.last_activity_ms = core_now_ms();
-	if (store_computer_insert(c->store, &sc, e) < 0)
+	/* The workspace's limit is checked in the insert's transaction: two
+	 * creates at once cannot both take the last place. */
+	struct store_commit how = {.insert = true, .limit = core_limit(c, sc.workspace)};
+	if (store_computer_commit(c->store, &sc, &how, e) < 0)
 		goto fail;
 	if (!core_rt_add(c, &sc)) {
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -641,9 +662,8 @@ int core_start(struct core *c, const char *id, const char *ws, json_t **out, str
 		return -1;
 	int rc = 0;
 	if (strcmp(sc.state, "stopped") == 0) {
-		rc = core_check_limit(c, sc.workspace, e);
-		if (rc == 0)
-			rc = core_set_state(c, &sc, "starting", NULL, e);
+		struct store_commit how = {.limit = core_limit(c, sc.workspace)};
+		rc = core_commit(c, &sc, "starting", NULL, &how, e);
 		if (rc == 0)
 			rc = core_boot(c, &sc, false, e);
 	} else if (strcmp(sc.state, "running") != 0) {
@@ -821,9 +841,8 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 			}
 			if (strcmp(s, "running") != 0) {
 				/* It came up while we were down: bill from now on. */
-				store_usage_switch(c->store, sc->id, sc->workspace, sc->size,
-						   "running", core_now_ms(), NULL);
-				core_set_state(c, sc, "running", NULL, NULL);
+				core_set_state_billed(c, sc, "running", NULL, "running",
+						      core_now_ms(), NULL);
 			}
 			fprintf(stderr, "cubicled: adopted %s (running)\n", sc->id);
 			return;
@@ -925,10 +944,10 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	return c;
 }
 
-void core_close(struct core *c)
+int core_quiesce(struct core *c)
 {
-	if (!c)
-		return;
+	if (c->quiesced)
+		return c->quiesced > 0 ? 0 : -1;
 	if (write(c->wake[1], "x", 1) < 0) {
 		/* the ticker also ends when the pipe closes */
 	}
@@ -943,8 +962,19 @@ void core_close(struct core *c)
 			break;
 	int left = c->background;
 	pthread_mutex_unlock(&c->lock);
+	c->quiesced = left > 0 ? -1 : 1;
 	if (left > 0)
-		return; /* they still use c: the process is exiting anyway */
+		return -1;
+	pool_drain(c);
+	return 0;
+}
+
+void core_close(struct core *c)
+{
+	if (!c)
+		return;
+	if (core_quiesce(c) < 0)
+		return; /* operations still use c: the process is exiting anyway */
 	close(c->wake[0]);
 	close(c->wake[1]);
 	while (c->rts) {

@@ -38,6 +38,13 @@ struct core;
 /* Opens the core over an open store and recovers every computer. */
 struct core *core_open(const struct core_config *cfg, struct store *store, struct err *e);
 /* Stops the ticker. Computers keep running (a restarted cubicled adopts them). */
+/*
+ * Ends the core's own activity before the API goes: the ticker, the boots
+ * and idle operations in flight (they may still tell the API to close
+ * streams), and the warm pool's unclaimed desktops. -1 if operations are
+ * still running after 30 s. core_close does it too if it was not done.
+ */
+int core_quiesce(struct core *c);
 void core_close(struct core *c);
 
 /* POST /v1/computers: validates params, records the computer (provisioning)

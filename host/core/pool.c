@@ -6,6 +6,10 @@
  * caller's workspace and re-opens its usage there from that instant. The
  * pool's own running time is billed to the pool workspace: the operator's
  * cost, visible in /v1/usage like any other.
+ *
+ * The pool's unclaimed desktops are cubicled's own and hold nothing of a
+ * user's, so a clean shutdown deletes them (the next start makes new ones);
+ * after a crash they are adopted like every other computer.
  */
 #include "core-internal.h"
 
@@ -132,9 +136,13 @@ int pool_claim(struct core *c, const char *ws, const char *size, const json_t *p
 		sc.idle_timeout_s =
 		    json_is_integer(idle) ? (int)json_integer_value(idle) : c->cfg.default_idle_s;
 		sc.last_activity_ms = now;
-		int rc = store_computer_update(c->store, &sc, e);
-		if (rc == 0)
-			rc = store_usage_switch(c->store, sc.id, ws, sc.size, "running", now, e);
+		/* The move and the bill's switch to the workspace are one
+		 * transaction, with the workspace's limit checked in it. */
+		struct store_commit how = {.limit = core_limit(c, ws),
+					   .bill = true,
+					   .rate_state = "running",
+					   .at_ms = now};
+		int rc = store_computer_commit(c->store, &sc, &how, e);
 		if (rc == 0) {
 			pthread_mutex_lock(&c->lock);
 			snprintf(r->ws, sizeof r->ws, "%s", ws);
@@ -148,4 +156,29 @@ int pool_claim(struct core *c, const char *ws, const char *size, const json_t *p
 		return rc < 0 ? -1 : 1;
 	}
 	return 0;
+}
+
+/* Deletes the pool's unclaimed desktops (at a clean shutdown, once no boot
+ * is running any more). */
+void pool_drain(struct core *c)
+{
+	if (!c->pool_ws[0])
+		return;
+	for (;;) {
+		char id[40] = "";
+		pthread_mutex_lock(&c->lock);
+		for (struct core_rt *r = c->rts; r && !id[0]; r = r->next)
+			if (strcmp(r->ws, c->pool_ws) == 0 && strcmp(r->state, "deleted") != 0)
+				snprintf(id, sizeof id, "%s", r->id);
+		pthread_mutex_unlock(&c->lock);
+		if (!id[0])
+			return;
+		json_t *out = NULL;
+		struct err e = {0};
+		if (core_delete(c, id, c->pool_ws, &out, &e) < 0) {
+			fprintf(stderr, "cubicled: warm pool: cannot delete %s: %s\n", id, e.message);
+			return;
+		}
+		json_decref(out);
+	}
 }

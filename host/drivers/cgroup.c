@@ -82,7 +82,10 @@ static int cgroup_write(const char *dir, const char *file, const char *value, st
 {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	/* O_APPEND changes nothing on cgroupfs (each write is one command) and
+	 * makes a fake hierarchy of plain files keep every write, in order
+	 * (tests/unit/test_cgroup.c). */
+	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
 		return err_set(e, ERR_UNAVAILABLE, "cgroup: cannot open %s: %s", path,
 			       strerror(errno));
@@ -112,10 +115,16 @@ static void cgroup_add_dir(struct cgroup_set *s, const char *mount, const char *
 
 int cgroup_locate(const char *id, struct cgroup_set *out, struct err *e)
 {
+	return cgroup_locate_in("/proc/self/mountinfo", id, out, e);
+}
+
+int cgroup_locate_in(const char *mountinfo, const char *id, struct cgroup_set *out,
+		     struct err *e)
+{
 	memset(out, 0, sizeof(*out));
-	FILE *f = fopen("/proc/self/mountinfo", "re");
+	FILE *f = fopen(mountinfo, "re");
 	if (!f)
-		return err_set(e, ERR_INTERNAL, "cgroup: cannot read /proc/self/mountinfo: %s",
+		return err_set(e, ERR_INTERNAL, "cgroup: cannot read %s: %s", mountinfo,
 			       strerror(errno));
 	/* v1 controllers we want, and where each is mounted. */
 	static const char *const v1[] = {"cpu", "cpuacct", "memory", "pids", "name=systemd"};

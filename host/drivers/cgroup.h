@@ -44,6 +44,11 @@ struct cgroup_limits {
  */
 int cgroup_locate(const char *id, struct cgroup_set *out, struct err *e);
 
+/* The same from another mount table than /proc/self/mountinfo (tests point
+ * it at a fake hierarchy). */
+int cgroup_locate_in(const char *mountinfo, const char *id, struct cgroup_set *out,
+		     struct err *e);
+
 /* Creates the directories of a located set (existing ones are reused) and
  * writes the limits. */
 int cgroup_create(const struct cgroup_set *s, const struct cgroup_limits *lim, struct err *e);

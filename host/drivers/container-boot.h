@@ -12,7 +12,8 @@
  * The launcher, running as the host's root, writes init's uid/gid maps,
  * puts init into the computer's cgroups before init runs anything, and
  * makes the idmapped mount of the image (only the host's root may idmap a
- * host filesystem) that it hands to init over a socket. When the launcher
+ * host filesystem) and the mount of the computer's disk (only the host's
+ * root may mount a block device) that it hands to init over a socket. When the launcher
  * exits, init and slirp4netns are re-parented to the host's init (or the
  * nearest subreaper): nothing of the computer depends on the caller staying
  * alive. Everything the children do between fork and exec is plain system
@@ -31,6 +32,9 @@ struct boot_plan {
 	const char *dir;	  /* the computer's host directory: holds lower/ upper/
 				     work/ merged/ io/ (owned by uid_base) */
 	const char *image_rootfs; /* the image's directory tree (read-only lower layer) */
+	const char *disk_image;	  /* an ext4 image holding upper/ and work/ (the
+				     launcher loop-mounts it in the guest's mount
+				     namespace), or NULL: upper/ and work/ in dir */
 	const char *session_dir;  /* bound at /session, or NULL */
 	unsigned int uid_base;	  /* guest uid/gid 0..65535 = host uid_base.. */
 	const struct cgroup_set *cgroups;

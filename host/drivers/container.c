@@ -8,7 +8,16 @@
  * from slirp4netns. envd listens on <dir>/io/envd.sock.
  *
  * Layout of c->dir (all of it the driver's):
- *   upper/ work/   the overlay's writable layer (kept by stop) and scratch
+ *   disk.ext4      the computer's disk of the size's disk_mb (sparse): an
+ *                  ext4 image holding upper/ and work/, the overlay's
+ *                  writable layer (kept by stop) and scratch. Loop-mounted
+ *                  by the launcher at each start, in the computer's mount
+ *                  namespace only (at disk/), so the guest gets ENOSPC past
+ *                  its size and the mount and loop device go with the
+ *                  computer's last process, whatever cubicled does
+ *   upper/ work/   the writable layer when the disk is unlimited (no loop
+ *                  devices, no mkfs.ext4, no disk_mb); upper/ always exists:
+ *                  it marks the uid range as in use (uidrange.c)
  *   lower/ merged/ mount points, used inside the computer's mount namespace
  *   io/            bound at /run/cubicle: envd's token and socket
  *   console.log    the guest's stdout and stderr (truncated at each start)
@@ -20,7 +29,8 @@
  *
  * State keys: uid_slot, uid_base, init_pid + init_start and slirp_pid +
  * slirp_start (pid and /proc/<pid>/stat start time), cgroups
- * ({"version","dirs"}). Only the uid range survives stop.
+ * ({"version","dirs"}), disk ("ext4 <N> MiB" or "unlimited: <why>",
+ * decided once by create). Only the uid range and disk survive stop.
  *
  * Nothing here is a child of the caller once start returns (container-boot.c),
  * and everything is found again from c->state (pids with their start times,
@@ -36,6 +46,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -55,6 +68,10 @@
 #define CT_START_TIMEOUT 30000 /* ms until envd must accept */
 #define CT_STOP_GRACE	 5000  /* ms between SIGTERM and SIGKILL */
 #define CT_SLIRP	 "slirp4netns"
+#define CT_MKFS		 "mkfs.ext4"
+#define CT_DISK		 "disk.ext4"
+#define CT_DISK_MIN_MB	 16   /* smaller than this, ext4 has no room for files */
+#define CT_DISK_FREE_MS	 5000 /* for a stopped computer's loop device to go */
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -92,6 +109,170 @@ static void ct_range_release(struct driver_computer *c)
 	uidrange_release(c->dir, drv_state_int(c->state, "uid_slot", -1));
 	drv_state_del(c->state, "uid_slot");
 	drv_state_del(c->state, "uid_base");
+}
+
+/* ---- the disk ---------------------------------------------------------------------- */
+
+/*
+ * Why a loop-mounted ext4 image rather than project quotas: project quotas
+ * need the state directory's filesystem to be XFS mounted with prjquota or
+ * ext4 made with the project feature and mounted with prjquota, which the
+ * host's administrator must have chosen beforehand (this project's
+ * development machines have neither); a loop device works on any host
+ * filesystem. Both keep the overlay's upper dir on a real local filesystem.
+ */
+
+/* Why the disk cannot be limited here, or NULL when it can. */
+static const char *ct_disk_unsupported(const struct driver_computer *c, char *buf, size_t len)
+{
+	char path[4096];
+	if (c->disk_mb <= 0)
+		return "the size has no disk limit";
+	if (c->disk_mb < CT_DISK_MIN_MB) {
+		snprintf(buf, len, "%lld MiB is below the %d MiB an ext4 disk needs", c->disk_mb,
+			 CT_DISK_MIN_MB);
+		return buf;
+	}
+	int fd = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(buf, len, "no loop devices (/dev/loop-control: %s)", strerror(errno));
+		return buf;
+	}
+	/* A bind-mounted stand-in (a container host) opens but is no loop-control. */
+	int free_dev = ioctl(fd, LOOP_CTL_GET_FREE);
+	int saved = errno;
+	close(fd);
+	if (free_dev < 0) {
+		snprintf(buf, len, "no free loop device (LOOP_CTL_GET_FREE: %s)", strerror(saved));
+		return buf;
+	}
+	if (drv_find_exe(CT_MKFS, path, sizeof(path)) < 0)
+		return CT_MKFS " is not installed (apt-get install e2fsprogs)";
+	return NULL;
+}
+
+/*
+ * Decides once whether the computer gets a disk of its own, and makes it:
+ * a sparse file of disk_mb with an ext4 filesystem whose inode tables and
+ * journal are left unwritten (lazy init, ~0.1 s for 5 GiB; the host file
+ * grows only with what the guest writes). A computer that already has files
+ * in the host's upper/ (made before disks existed) keeps them there.
+ */
+static int ct_disk_create(struct driver_computer *c, unsigned base, struct err *e)
+{
+	if (json_object_get(c->state, "disk"))
+		return 0;
+	char why_buf[200], disk[4096], upper[4096], log[4096];
+	const char *why = ct_disk_unsupported(c, why_buf, sizeof(why_buf));
+	if (ct_path(c, CT_DISK, disk, sizeof(disk), e) < 0 ||
+	    ct_path(c, "upper", upper, sizeof(upper), e) < 0 ||
+	    ct_path(c, "mkfs.log", log, sizeof(log), e) < 0)
+		return -1;
+	struct stat st;
+	if (!why && lstat(disk, &st) == 0 && S_ISREG(st.st_mode)) {
+		/* Made by a create whose state was lost: keep it. */
+		char v[64];
+		snprintf(v, sizeof(v), "ext4 %lld MiB", (long long)(st.st_size >> 20));
+		json_object_set_new(c->state, "disk", json_string(v));
+		return 0;
+	}
+	if (!why) {
+		DIR *d = opendir(upper);
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+				why = "the computer's files predate its disk (host upper/)";
+		if (d)
+			closedir(d);
+	}
+	if (why) {
+		char v[256];
+		snprintf(v, sizeof(v), "unlimited: %s", why);
+		json_object_set_new(c->state, "disk", json_string(v));
+		return 0;
+	}
+	int fd = open(disk, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)c->disk_mb << 20) < 0) {
+		int saved = errno;
+		if (fd >= 0)
+			close(fd);
+		return err_set(e, ERR_UNAVAILABLE, "container: cannot create %s: %s", disk,
+			       strerror(saved));
+	}
+	close(fd);
+	char owner[160];
+	snprintf(owner, sizeof(owner),
+		 "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=%u:%u", base, base);
+	/* -m 0: the guest gets the whole size (no blocks kept for root). */
+	char *argv[] = {CT_MKFS, "-q", "-F", "-m", "0", "-E", owner, "-L", "cubicle", disk, NULL};
+	if (drv_run(argv, log, "container", e) < 0) {
+		unlink(disk);
+		return -1;
+	}
+	unlink(log);
+	char v[64];
+	snprintf(v, sizeof(v), "ext4 %lld MiB", c->disk_mb);
+	json_object_set_new(c->state, "disk", json_string(v));
+	return 0;
+}
+
+/* Whether the computer has a disk of its own (else: host upper/, unlimited). */
+static bool ct_disk_limited(const struct driver_computer *c)
+{
+	return strncmp(drv_state_str(c->state, "disk", ""), "ext4", 4) == 0;
+}
+
+/* The loop device backing the computer's disk, if any is left: "loopN", or "". */
+static void ct_disk_loop(const struct driver_computer *c, char *out, size_t len)
+{
+	char disk[4200], real[4096], path[300], back[4200];
+	out[0] = '\0';
+	if (!realpath(c->dir, real))
+		return;
+	snprintf(disk, sizeof(disk), "%s/" CT_DISK, real);
+	DIR *d = opendir("/sys/block");
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "loop", 4) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		bool same = fgets(back, sizeof(back), f) &&
+			    strncmp(back, disk, strlen(disk)) == 0 &&
+			    (back[strlen(disk)] == '\n' || back[strlen(disk)] == ' ' ||
+			     !back[strlen(disk)]);
+		fclose(f);
+		if (same) {
+			snprintf(out, len, "%s", de->d_name);
+			break;
+		}
+	}
+	closedir(d);
+}
+
+/*
+ * Waits until no loop device backs the disk. A stopped computer's mount
+ * goes with its mount namespace and the loop device clears itself after
+ * (LO_FLAGS_AUTOCLEAR), a moment after the last process; mounting the
+ * image a second time while the first mount lives would corrupt it.
+ */
+static int ct_disk_wait_free(const struct driver_computer *c, struct err *e)
+{
+	char loop[300];
+	for (long long end = drv_now_ms() + CT_DISK_FREE_MS;; drv_sleep_ms(10)) {
+		ct_disk_loop(c, loop, sizeof(loop));
+		if (!loop[0])
+			return 0;
+		if (drv_now_ms() >= end)
+			return err_set(e, ERR_UNAVAILABLE,
+				       "container: the disk %s/" CT_DISK
+				       " is still attached to /dev/%s after %d s",
+				       c->dir, loop, CT_DISK_FREE_MS / 1000);
+	}
 }
 
 /* ---- create ---------------------------------------------------------------------- */
@@ -148,9 +329,10 @@ static int ct_create(struct driver_computer *c, struct err *e)
 	    ct_mkdir_owned(c, "work", 0700, base, e) < 0 ||
 	    ct_mkdir_owned(c, "lower", 0755, base, e) < 0 ||
 	    ct_mkdir_owned(c, "merged", 0755, base, e) < 0 ||
-	    ct_mkdir_owned(c, "io", 0700, base, e) < 0)
+	    ct_mkdir_owned(c, "io", 0700, base, e) < 0 ||
+	    ct_mkdir_owned(c, "disk", 0700, 0, e) < 0)
 		return -1;
-	return 0;
+	return ct_disk_create(c, base, e);
 }
 
 /* ---- processes ------------------------------------------------------------------- */
@@ -333,6 +515,11 @@ static int ct_start(struct driver_computer *c, struct err *e)
 		    "container: slirp4netns is not installed (apt-get install slirp4netns)");
 	if (ct_write_token(c, base, e) < 0 || ct_prepare_session(c, base, e) < 0)
 		return -1;
+	char disk[4096];
+	bool limited = ct_disk_limited(c);
+	if (limited && (ct_path(c, CT_DISK, disk, sizeof(disk), e) < 0 ||
+			ct_disk_wait_free(c, e) < 0))
+		return -1;
 	struct cgroup_set cg;
 	struct cgroup_limits lim = {c->millicpus, c->memory_mb, c->pids_max};
 	if (cgroup_locate(c->id, &cg, e) < 0 || cgroup_create(&cg, &lim, e) < 0)
@@ -346,6 +533,15 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	if (log_fd < 0)
 		return err_set(e, ERR_UNAVAILABLE, "container: cannot open %s: %s", log,
 			       strerror(errno));
+	if (!limited) {
+		/* In cubicled's log and the computer's. */
+		char line[400];
+		int n = snprintf(line, sizeof(line), "cubicled: %s: container: disk %s\n", c->id,
+				 drv_state_str(c->state, "disk", "unlimited"));
+		fputs(line, stderr);
+		if (n > 0)
+			(void)!write(log_fd, line, strlen(line));
+	}
 	struct sock_fprog filter;
 	if (guest_seccomp_build(&filter, e) < 0) {
 		close(log_fd);
@@ -367,6 +563,7 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	struct boot_plan plan = {
 	    .dir = c->dir,
 	    .image_rootfs = rootfs,
+	    .disk_image = limited ? disk : NULL,
 	    .session_dir = c->session_dir,
 	    .uid_base = base,
 	    .cgroups = &cg,
@@ -448,12 +645,19 @@ static int ct_destroy(struct driver_computer *c, struct err *e)
 		return -1;
 	if (ct_unmount_below(c, e) < 0)
 		return -1;
+	/* The loop device clears itself once the computer's mount namespace
+	 * is gone; wait for it so nothing is left when destroy returns (if it
+	 * lingers, it still clears itself when its last user lets go). */
+	struct err de;
+	if (ct_disk_wait_free(c, &de) < 0)
+		fprintf(stderr, "cubicled: %s: %s\n", c->id, de.message);
 	/* The overlay's work dir holds a mode-000 directory: root gets through,
 	 * and drv_rm_contents never follows a symlink the guest made. */
 	if (drv_rm_contents(c->dir) < 0)
 		return err_set(e, ERR_INTERNAL, "container: cannot remove the files in %s: %s",
 			       c->dir, strerror(errno));
 	ct_range_release(c);
+	drv_state_del(c->state, "disk");
 	return 0;
 }
 

@@ -52,6 +52,35 @@ void drv_state_del(json_t *state, const char *key)
 		json_object_del(state, key);
 }
 
+int drv_run(char *const argv[], const char *errfile, const char *who, struct err *e)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return err_set(e, ERR_INTERNAL, "%s: fork: %s", who, strerror(errno));
+	if (pid == 0) {
+		unlink(errfile);
+		int fd = open(errfile, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (fd >= 0)
+			dup2(fd, 2);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+		}
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	char tail[300];
+	drv_log_tail(errfile, tail, sizeof tail);
+	return err_set(e, ERR_UNAVAILABLE, "%s: %s failed: %s", who, argv[0],
+		       tail[0] ? tail : "no message");
+}
+
 int drv_find_exe(const char *name, char *out, size_t len)
 {
 	const char *path = getenv("PATH");

@@ -25,6 +25,11 @@ void drv_state_del(json_t *state, const char *key);
 /* Searches $PATH, then the usual places, for an executable. */
 int drv_find_exe(const char *name, char *out, size_t len);
 
+/* Runs argv (argv[0] searched in $PATH) as a child and waits; 0 when it
+ * exits 0, else an error prefixed with `who` that quotes the end of its
+ * stderr, which goes to errfile. */
+int drv_run(char *const argv[], const char *errfile, const char *who, struct err *e);
+
 /* The last len - 1 bytes of a log file on one line ('|' for newlines), for
  * an error message; "" when there is none. */
 void drv_log_tail(const char *path, char *out, size_t len);

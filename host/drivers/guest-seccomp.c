@@ -87,12 +87,28 @@ static const char *const guest_seccomp_denied[] = {
     /* file handles bypass path permissions (the "shocker" escape) */
     "open_by_handle_at",
     "name_to_handle_at",
+    /* NUMA memory policy and page migration (CAP_SYS_NICE in Docker): they
+       reach other processes' pages and the host's node layout */
+    "mbind",
+    "get_mempolicy",
+    "set_mempolicy",
+    "set_mempolicy_home_node",
+    "move_pages",
+    "migrate_pages",
+    /* the host name lives in the computer's own UTS namespace, set up
+       before the filter (CAP_SYS_ADMIN in Docker) */
+    "sethostname",
+    "setdomainname",
     /* kernel attack surface Docker also closes */
     "userfaultfd",
     "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
 };
+
+/* Address families socket() may not create: AF_VSOCK reaches the
+ * hypervisor and other guests of the host's VM (Docker denies it too). */
+static const int guest_seccomp_families[] = {40 /* AF_VSOCK */};
 
 /* Namespace flags clone() may not carry. */
 static const unsigned long guest_seccomp_clone_ns[] = {
@@ -129,6 +145,14 @@ static int guest_seccomp_rules(scmp_filter_ctx ctx, struct err *e)
 				      SCMP_A0(SCMP_CMP_MASKED_EQ, f, f));
 		if (rc < 0)
 			return err_set(e, ERR_INTERNAL, "seccomp: cannot filter clone flags: %s",
+				       strerror(-rc));
+	}
+	for (size_t i = 0; i < sizeof(guest_seccomp_families) / sizeof(guest_seccomp_families[0]);
+	     i++) {
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)guest_seccomp_families[i]));
+		if (rc < 0)
+			return err_set(e, ERR_INTERNAL, "seccomp: cannot filter socket: %s",
 				       strerror(-rc));
 	}
 	rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);

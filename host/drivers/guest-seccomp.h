@@ -2,13 +2,18 @@
  * guest-seccomp: the system call filter every process of a container
  * computer runs under.
  *
- * It denies (EPERM) what Docker's default profile denies to a container
- * without extra capabilities: kernel modules, kexec, bpf, perf_event_open,
- * the key ring, mounting and namespace games (mount, umount2, pivot_root,
- * unshare, setns, namespace flags to clone, the new mount API), ptrace and
- * cross-process memory access, reboot, swap, the clock, acct, quotas,
- * syslog, file handles (open_by_handle_at), userfaultfd, io_uring, raw I/O
- * ports and personalities that turn off ASLR. Everything else is allowed:
+ * It denies (EPERM) what Docker's default profile (moby's
+ * profiles/seccomp/default.json) denies to a container without extra
+ * capabilities: kernel modules, kexec, bpf, perf_event_open, the key ring,
+ * mounting and namespace games (mount, umount2, pivot_root, unshare, setns,
+ * namespace flags to clone, the new mount API), sethostname, ptrace and
+ * cross-process memory access, NUMA policy and page migration (mbind,
+ * set_mempolicy, move_pages...), reboot, swap, the clock, acct, quotas,
+ * syslog, file handles (open_by_handle_at, name_to_handle_at), userfaultfd,
+ * io_uring, raw I/O ports, vsock sockets and personalities that turn off
+ * ASLR; and the obsolete calls (uselib, ustat, sysfs, _sysctl, nfsservctl,
+ * vm86...). Stricter than Docker where a desktop has no use for the call
+ * (ptrace, name_to_handle_at, io_uring). Everything else is allowed:
  * threads (clone without namespace flags), setresuid/setgroups for envd to
  * run commands as the user, and what Xvfb, Xfce and Firefox need. clone3
  * answers ENOSYS, because its flags live in memory a filter cannot read, so

@@ -151,38 +151,6 @@ bool driver_vm_kvm_usable(void)
 	return vm_use_kvm();
 }
 
-/* ---- running programs ------------------------------------------------------------ */
-
-/* Runs argv as a child, waits; 0 when it exits 0. stderr goes to errfile. */
-static int vm_run(char *const argv[], const char *errfile, struct err *e)
-{
-	pid_t pid = fork();
-	if (pid < 0)
-		return err_set(e, ERR_INTERNAL, "vm: fork: %s", strerror(errno));
-	if (pid == 0) {
-		unlink(errfile);
-		int fd = open(errfile, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (fd >= 0)
-			dup2(fd, 2);
-		if (null >= 0) {
-			dup2(null, 0);
-			dup2(null, 1);
-		}
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	char tail[300];
-	drv_log_tail(errfile, tail, sizeof tail);
-	return err_set(e, ERR_UNAVAILABLE, "vm: %s failed: %s", argv[0],
-		       tail[0] ? tail : "no message");
-}
-
 /* ---- create ----------------------------------------------------------------------- */
 
 /* The image the computer was created from (resolved, so a rebuilt image does
@@ -313,7 +281,7 @@ static int vm_create(struct driver_computer *c, struct err *e)
 		return -1;
 	char *argv[] = {VM_QEMU_IMG, "create", "-q", "-f", "qcow2", "-F",
 			"raw",	     "-b",     base, disk, size,    NULL};
-	if (vm_run(argv, log, e) < 0)
+	if (drv_run(argv, log, "vm", e) < 0)
 		return -1;
 	unlink(log);
 	if (lchown(disk, uid, uid) < 0)
@@ -433,9 +401,10 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 		"  kernel = \"%s/vmlinuz\"\n"
 		"  initrd = \"%s/initrd.img\"\n"
 		"  append = \"console=ttyS0 root=/dev/vda rw panic=-1 quiet%s "
-		"init=/sbin/cubicle-init cubicle.session=%s cubicle.token=%s\"\n",
+		"init=/sbin/cubicle-init cubicle.session=%s cubicle.resolution=%dx%d "
+		"cubicle.token=%s\"\n",
 		vm_qemu_image(c, image), vm_qemu_image(c, image), tsc, desktop ? "desktop" : "none",
-		c->envd_token);
+		c->width > 0 ? c->width : 1280, c->height > 0 ? c->height : 800, c->envd_token);
 	bool ok = fchown(fd, uid, uid) == 0;
 	ok = fclose(f) == 0 && ok;
 	if (!ok)

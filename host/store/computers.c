@@ -52,6 +52,9 @@ static const char SQL_LIST[] = "SELECT " STORE_COMPUTER_COLUMNS " FROM computers
 static const char SQL_COUNT_RUNNING[] = "SELECT COUNT(*) FROM computers"
 					" WHERE (?1 IS NULL OR workspace = ?1)"
 					" AND state IN " STORE_STATES_HOLDING;
+static const char SQL_COUNT_HOLDING_OTHERS[] = "SELECT COUNT(*) FROM computers"
+					       " WHERE workspace = ?1 AND id <> ?2"
+					       " AND state IN " STORE_STATES_HOLDING;
 static const char SQL_WORKSPACE_EXISTS[] = "SELECT 1 FROM workspaces WHERE id = ?1";
 
 static const char *const store_states[] = {"provisioning", "running",  "stopping",
@@ -245,44 +248,118 @@ static int store_computer_write_error(struct store *s, int step, const struct st
 	return store_db_error(s, doing, e);
 }
 
-int store_computer_insert(struct store *s, struct store_computer *c, struct err *e)
+/* ERR_LIMIT when workspace ws holds `limit` computers (other than `except`)
+ * in a state that holds resources (lock held). */
+static int store_computer_limit_locked(struct store *s, const char *ws, const char *except,
+				       int limit, struct err *e)
 {
-	if (!c)
-		return err_param(e, "computer", "computer: missing");
-	if (store_computer_check(c, e))
+	sqlite3_stmt *st = store_stmt(s, SQL_COUNT_HOLDING_OTHERS, e);
+	if (!st)
 		return -1;
-	struct store_computer w = *c;
-	w.created_ms = w.updated_ms = store_now_ms();
-	if (w.last_activity_ms == 0)
-		w.last_activity_ms = w.created_ms;
+	sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, except, -1, SQLITE_STATIC);
+	int step = sqlite3_step(st);
+	int n = step == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+	store_stmt_done(st);
+	if (step != SQLITE_ROW)
+		return store_db_error(s, "counting running computers", e);
+	if (n >= limit)
+		return err_set(e, ERR_LIMIT,
+			       "workspace %s already runs %d computers, its limit; stop or delete "
+			       "one first",
+			       ws, n);
+	return 0;
+}
 
+/* Inserts w with a fresh id (written into w) (lock held). */
+static int store_computer_insert_locked(struct store *s, struct store_computer *w, struct err *e)
+{
 	int rc = -1, step = 0;
-	store_lock(s);
 	sqlite3_stmt *st = store_stmt(s, SQL_WORKSPACE_EXISTS, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, w.workspace, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 1, w->workspace, -1, SQLITE_STATIC);
 		step = sqlite3_step(st);
 		store_stmt_done(st);
 		if (step == SQLITE_DONE)
-			err_param(e, "workspace", "workspace: no workspace %s", w.workspace);
+			err_param(e, "workspace", "workspace: no workspace %s", w->workspace);
 		else if (step != SQLITE_ROW)
 			store_db_error(s, "reading a workspace", e);
 	}
 	for (int attempt = 0; step == SQLITE_ROW ||
 			      (step == SQLITE_CONSTRAINT_PRIMARYKEY && attempt < STORE_ID_ATTEMPTS);
 	     attempt++) {
-		if (store_random_id("c-", w.id, sizeof w.id, e))
+		if (store_random_id("c-", w->id, sizeof w->id, e))
 			break;
-		if (!(st = store_stmt(s, SQL_INSERT, e)) || store_computer_bind(st, &w, e))
+		if (!(st = store_stmt(s, SQL_INSERT, e)) || store_computer_bind(st, w, e))
 			break;
 		step = sqlite3_step(st);
 		store_stmt_done(st);
 		if (step == SQLITE_DONE)
 			rc = 0;
 		else if (step != SQLITE_CONSTRAINT_PRIMARYKEY)
-			store_computer_write_error(s, step, &w, "creating a computer", e);
+			store_computer_write_error(s, step, w, "creating a computer", e);
 		else if (attempt + 1 == STORE_ID_ATTEMPTS)
 			err_set(e, ERR_INTERNAL, "could not find a free computer id");
+	}
+	return rc;
+}
+
+/* Writes every column of w (lock held). */
+static int store_computer_update_locked(struct store *s, const struct store_computer *w,
+					struct err *e)
+{
+	int rc = -1;
+	sqlite3_stmt *st = store_stmt(s, SQL_UPDATE, e);
+	if (st && store_computer_bind(st, w, e) == 0) {
+		int step = sqlite3_step(st);
+		if (step != SQLITE_DONE)
+			store_computer_write_error(s, step, w, "updating a computer", e);
+		else if (sqlite3_changes(s->db) == 0)
+			err_set(e, ERR_NOT_FOUND, "no computer %s", w->id);
+		else
+			rc = 0;
+	}
+	store_stmt_done(st);
+	return rc;
+}
+
+int store_computer_commit(struct store *s, struct store_computer *c, const struct store_commit *how,
+			  struct err *e)
+{
+	static const struct store_commit plain = {0};
+	if (!how)
+		how = &plain;
+	if (!c)
+		return err_param(e, "computer", "computer: missing");
+	if (!how->insert && (!store_fits(c->id, sizeof c->id) || !*c->id))
+		return err_param(e, "id", "id: the computer id is empty");
+	if (store_computer_check(c, e))
+		return -1;
+	if (how->bill && store_usage_check(how->insert ? "new" : c->id, c->workspace, c->size,
+					   how->rate_state, how->at_ms, e))
+		return -1;
+	struct store_computer w = *c;
+	w.updated_ms = store_now_ms();
+	if (how->insert) {
+		w.created_ms = w.updated_ms;
+		if (w.last_activity_ms == 0)
+			w.last_activity_ms = w.created_ms;
+	}
+
+	int rc = -1;
+	store_lock(s);
+	if (store_exec(s, "BEGIN IMMEDIATE", e) == 0) {
+		if ((how->limit > 0 &&
+		     store_computer_limit_locked(s, w.workspace, how->insert ? "" : w.id,
+						 how->limit, e)) ||
+		    (how->insert ? store_computer_insert_locked(s, &w, e)
+				 : store_computer_update_locked(s, &w, e)) ||
+		    (how->bill && store_usage_switch_locked(s, w.id, w.workspace, w.size,
+							    how->rate_state, how->at_ms, e)) ||
+		    store_exec(s, "COMMIT", e))
+			store_rollback(s);
+		else
+			rc = 0;
 	}
 	store_unlock(s);
 	if (rc == 0) {
@@ -292,37 +369,15 @@ int store_computer_insert(struct store *s, struct store_computer *c, struct err 
 	return rc;
 }
 
+int store_computer_insert(struct store *s, struct store_computer *c, struct err *e)
+{
+	static const struct store_commit insert = {.insert = true};
+	return store_computer_commit(s, c, &insert, e);
+}
+
 int store_computer_update(struct store *s, struct store_computer *c, struct err *e)
 {
-	if (!c)
-		return err_param(e, "computer", "computer: missing");
-	if (!store_fits(c->id, sizeof c->id) || !*c->id)
-		return err_param(e, "id", "id: the computer id is empty");
-	if (store_computer_check(c, e))
-		return -1;
-	int64_t now = store_now_ms();
-	int64_t before = c->updated_ms;
-	c->updated_ms = now;
-
-	int rc = -1;
-	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_UPDATE, e);
-	if (st && store_computer_bind(st, c, e) == 0) {
-		int step = sqlite3_step(st);
-		if (step != SQLITE_DONE)
-			store_computer_write_error(s, step, c, "updating a computer", e);
-		else if (sqlite3_changes(s->db) == 0)
-			err_set(e, ERR_NOT_FOUND, "no computer %s", c->id);
-		else
-			rc = 0;
-	}
-	store_stmt_done(st);
-	store_unlock(s);
-	if (rc != 0)
-		c->updated_ms = before;
-	else
-		store_computer_default_json(c);
-	return rc;
+	return store_computer_commit(s, c, NULL, e);
 }
 
 /* Copies msg into buf, cutting at a UTF-8 character boundary if too long

@@ -55,6 +55,16 @@ int store_db_error(struct store *s, const char *doing, struct err *e);
 int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing,
 		      const char *missing, struct err *e);
 
+/* Checks store_usage_switch's arguments (no lock needed). */
+int store_usage_check(const char *computer, const char *workspace, const char *size,
+		      const char *rate_state, int64_t at_ms, struct err *e);
+/* store_usage_switch's work, inside a transaction the caller opened (lock
+ * held, arguments checked): lets one transaction change a computer and its
+ * billing together. */
+int store_usage_switch_locked(struct store *s, const char *computer, const char *workspace,
+			      const char *size, const char *rate_state, int64_t at_ms,
+			      struct err *e);
+
 /* Unix time in milliseconds. */
 int64_t store_now_ms(void);
 

@@ -94,8 +94,32 @@ void store_computer_clear(struct store_computer *c);
  * workspace does not exist. */
 int store_computer_insert(struct store *s, struct store_computer *c, struct err *e);
 
-/* Writes every column of c (by c->id); updated_ms is set to now. */
+/* Writes every column of c (by c->id); updated_ms is set to now; c is
+ * unchanged on failure. */
 int store_computer_update(struct store *s, struct store_computer *c, struct err *e);
+
+/*
+ * How store_computer_commit writes a computer: everything in one SQLite
+ * transaction, so a crash (or a concurrent writer) sees all of it or none.
+ */
+struct store_commit {
+	bool insert; /* insert c (its id generated) instead of updating it */
+	/* > 0: refuse with ERR_LIMIT when c's workspace already holds this many
+	 * computers (c itself not counted) in a state that holds resources
+	 * (see store_computer_count_running). */
+	int limit;
+	/* Also switch c's usage: store_usage_switch(c->id, c->workspace,
+	 * c->size, rate_state, at_ms). */
+	bool bill;
+	const char *rate_state; /* "running", "stopped" or NULL (billing ends) */
+	int64_t at_ms;
+};
+
+/* Inserts or updates c as store_computer_insert / store_computer_update do,
+ * with the limit check and the usage switch of `how` (NULL = a plain
+ * update) in the same transaction. c is unchanged on failure. */
+int store_computer_commit(struct store *s, struct store_computer *c, const struct store_commit *how,
+			  struct err *e);
 
 /* Only the state and error columns (and updated_ms; deleted_ms too when
  * state is "deleted" and it was unset), atomically. error may be NULL. */

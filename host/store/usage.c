@@ -62,8 +62,8 @@ int store_size_multiplier(const char *size)
 	return 0;
 }
 
-int store_usage_switch(struct store *s, const char *computer, const char *workspace,
-		       const char *size, const char *rate_state, int64_t at_ms, struct err *e)
+int store_usage_check(const char *computer, const char *workspace, const char *size,
+		      const char *rate_state, int64_t at_ms, struct err *e)
 {
 	if (!computer || !*computer)
 		return err_param(e, "computer", "computer: the computer id is empty");
@@ -83,14 +83,16 @@ int store_usage_switch(struct store *s, const char *computer, const char *worksp
 					 "medium, large",
 					 size ? size : "(null)");
 	}
+	return 0;
+}
 
-	int rc = -1;
-	store_lock(s);
-	if (store_exec(s, "BEGIN IMMEDIATE", e))
-		goto out;
+int store_usage_switch_locked(struct store *s, const char *computer, const char *workspace,
+			      const char *size, const char *rate_state, int64_t at_ms,
+			      struct err *e)
+{
 	sqlite3_stmt *st = store_stmt(s, SQL_CLOSE, e);
 	if (!st)
-		goto fail;
+		return -1;
 	sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, at_ms);
 	/* The next segment starts where this one ended, even if the clock
@@ -101,36 +103,40 @@ int store_usage_switch(struct store *s, const char *computer, const char *worksp
 		if (sqlite3_column_int64(st, 0) > start)
 			start = sqlite3_column_int64(st, 0);
 	store_stmt_done(st);
-	if (step != SQLITE_DONE) {
-		store_db_error(s, "closing a usage segment", e);
-		goto fail;
+	if (step != SQLITE_DONE)
+		return store_db_error(s, "closing a usage segment", e);
+	if (!rate_state)
+		return 0;
+	if (!(st = store_stmt(s, SQL_OPEN, e)))
+		return -1;
+	sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, size, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, rate_state, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, start);
+	step = sqlite3_step(st);
+	store_stmt_done(st);
+	if (step == SQLITE_CONSTRAINT_FOREIGNKEY)
+		return err_param(e, "computer", "computer: no computer %.64s", computer);
+	if (step != SQLITE_DONE)
+		return store_db_error(s, "opening a usage segment", e);
+	return 0;
+}
+
+int store_usage_switch(struct store *s, const char *computer, const char *workspace,
+		       const char *size, const char *rate_state, int64_t at_ms, struct err *e)
+{
+	if (store_usage_check(computer, workspace, size, rate_state, at_ms, e))
+		return -1;
+	int rc = -1;
+	store_lock(s);
+	if (store_exec(s, "BEGIN IMMEDIATE", e) == 0) {
+		if (store_usage_switch_locked(s, computer, workspace, size, rate_state, at_ms, e) ||
+		    store_exec(s, "COMMIT", e))
+			store_rollback(s);
+		else
+			rc = 0;
 	}
-	if (rate_state) {
-		if (!(st = store_stmt(s, SQL_OPEN, e)))
-			goto fail;
-		sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, size, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, rate_state, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 5, start);
-		step = sqlite3_step(st);
-		store_stmt_done(st);
-		if (step == SQLITE_CONSTRAINT_FOREIGNKEY) {
-			err_param(e, "computer", "computer: no computer %.64s", computer);
-			goto fail;
-		}
-		if (step != SQLITE_DONE) {
-			store_db_error(s, "opening a usage segment", e);
-			goto fail;
-		}
-	}
-	if (store_exec(s, "COMMIT", e))
-		goto fail;
-	rc = 0;
-	goto out;
-fail:
-	store_rollback(s);
-out:
 	store_unlock(s);
 	return rc;
 }

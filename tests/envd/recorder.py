@@ -13,13 +13,14 @@ import harness
 
 class Recorder:
     def __init__(self, desktop, geometry="400x300+200+150", color="3366cc",
-                 title="xrecorder"):
+                 title="xrecorder", override_redirect=False):
         self.desktop = desktop
         self.events = []
         self.lock = threading.Lock()
         self.proc = desktop.spawn(
             [os.path.join(harness.TEST_BIN, "xrecorder"), "--geometry", geometry,
-             "--color", color, "--title", title],
+             "--color", color, "--title", title]
+            + (["--override-redirect"] if override_redirect else []),
             stdout=subprocess.PIPE)
         self.ready = queue.Queue()
         self.thread = threading.Thread(target=self._read, daemon=True)

@@ -32,6 +32,9 @@
  *   cutwait [TIMEOUT_S]          -> {"event":"cut","text"} (a cut text received
  *                                   since the last cutwait, else the next one)
  *   cursor [TIMEOUT_S]           -> {"event":"cursor","width","height","xhot","yhot"}
+ *   size W H [TIMEOUT_S]         wait until the framebuffer is W x H (the
+ *                                server's NewFBSize) -> {"event":"size",
+ *                                "width","height"}
  *   sync                         -> {"event":"sync"}
  *   quit
  * A wait that runs out answers {"event":"timeout","what"}; a closed connection
@@ -267,6 +270,12 @@ static bool probe_have_cursor(void)
 {
 	return P.cursor_new;
 }
+static int probe_want_w, probe_want_h;
+static bool probe_has_size(void)
+{
+	return P.client->width == probe_want_w && P.client->height == probe_want_h;
+}
+
 static bool probe_never(void)
 {
 	return false;
@@ -365,6 +374,16 @@ static bool probe_command(char *line)
 		return false;
 	if (strcmp(cmd, "sync") == 0) {
 		probe_out("{\"event\":\"sync\"}");
+	} else if (strcmp(cmd, "size") == 0 && nargs >= 2) {
+		probe_want_w = atoi(args[0]);
+		probe_want_h = atoi(args[1]);
+		if (probe_wait(nargs > 2 ? atof(args[2]) : 10, probe_has_size))
+			probe_out("{\"event\":\"size\",\"width\":%d,\"height\":%d}", c->width,
+				  c->height);
+		else
+			probe_out("{\"event\":\"timeout\",\"what\":\"size\",\"width\":%d,"
+				  "\"height\":%d}",
+				  c->width, c->height);
 	} else if (strcmp(cmd, "first") == 0) {
 		if (probe_wait(timeout, probe_first_frame))
 			probe_out("{\"event\":\"first\"}");

@@ -87,12 +87,17 @@ class Mouse(unittest.TestCase):
 
     def test_double_and_triple_click(self):
         cx, cy = self.rec.center()
-        for action, n in (("double_click", 2), ("triple_click", 3)):
+        for action, n, (x, y) in (("double_click", 2, (cx - 31, cy + 17)),
+                                  ("triple_click", 3, (cx + 43, cy - 29))):
             self.rec.clear()
-            envd.ok(action, {"x": cx, "y": cy})
+            envd.ok(action, {"x": x, "y": y})
             evs = self.presses(2 * n)
             presses = [e for e in evs if e["type"] == "press"]
             self.assertEqual(len(presses), n)
+            # Every press and release lands where asked, with the left button.
+            for e in evs:
+                if e["type"] in ("press", "release"):
+                    self.assertEqual((e["x_root"], e["y_root"], e["button"]), (x, y, 1))
             # Within the double-click interval of every toolkit (<= 400 ms).
             self.assertLess(presses[-1]["time"] - presses[0]["time"], 400)
 
@@ -123,6 +128,22 @@ class Mouse(unittest.TestCase):
         evs = self.presses(2)
         rel = [e for e in evs if e["type"] == "release"][0]
         self.assertEqual((rel["x_root"], rel["y_root"]), (cx + 10, cy + 10))
+
+    def test_mouse_down_and_up_with_button(self):
+        cx, cy = self.rec.center()
+        for name, button in (("right", 3), ("middle", 2)):
+            self.rec.clear()
+            envd.ok("mouse_down", {"x": cx, "y": cy, "button": name})
+            evs = self.presses(1)
+            self.assertEqual([(e["type"], e["button"]) for e in evs
+                              if e["type"] in ("press", "release")], [("press", button)])
+            envd.ok("mouse_up", {"x": cx + 3, "y": cy + 4, "button": name})
+            evs = self.presses(2)
+            self.assertEqual([(e["type"], e["button"]) for e in evs
+                              if e["type"] in ("press", "release")],
+                             [("press", button), ("release", button)])
+            rel = [e for e in evs if e["type"] == "release"][0]
+            self.assertEqual((rel["x_root"], rel["y_root"]), (cx + 3, cy + 4))
 
     def test_drag_through_path(self):
         x0, y0 = self.rec.x + 20, self.rec.y + 20
@@ -156,6 +177,53 @@ class Mouse(unittest.TestCase):
         envd.ok("scroll_up", {"clicks": 2, "x": cx, "y": cy})
         evs = self.presses(4)
         self.assertEqual([e["button"] for e in evs if e["type"] == "press"], [4, 4])
+
+    def test_scroll_shortcuts(self):
+        cx, cy = self.rec.center()
+        for action, button, n in (("scroll_down", 5, 2), ("scroll_left", 6, 1),
+                                  ("scroll_right", 7, 3)):
+            self.rec.clear()
+            x, y = cx + button, cy - button
+            r = envd.ok(action, {"clicks": n, "x": x, "y": y})
+            self.assertEqual((r["x"], r["y"]), (x, y))
+            evs = self.presses(2 * n)
+            bev = [e for e in evs if e["type"] in ("press", "release")]
+            self.assertEqual([(e["type"], e["button"]) for e in bev],
+                             [("press", button), ("release", button)] * n)
+            for e in bev:
+                self.assertEqual((e["x_root"], e["y_root"]), (x, y))
+
+
+class Edges(unittest.TestCase):
+    """x = 0 and y = 0 are real coordinates: a frameless window at the
+    screen's corner (override-redirect, so the window manager puts no frame
+    there) witnesses clicks on the first row and column."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rec = Recorder(desk, geometry="200x150+0+0", color="aa3366",
+                           title="edges", override_redirect=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rec.stop()
+
+    def test_window_is_at_the_corner(self):
+        self.assertEqual((self.rec.x, self.rec.y), (0, 0))
+
+    def test_clicks_at_zero_arrive_at_zero(self):
+        for x, y, button in ((0, 40, 1), (60, 0, 3), (0, 0, 2)):
+            self.rec.clear()
+            envd.ok("click", {"x": x, "y": y, "button": {1: "left", 2: "middle",
+                                                         3: "right"}[button]})
+            evs = self.rec.wait_for(
+                lambda evs: len([e for e in evs if e["type"] in ("press", "release")]) >= 2,
+                what="a click at %d,%d" % (x, y))
+            bev = [e for e in evs if e["type"] in ("press", "release")]
+            self.assertEqual([(e["type"], e["x_root"], e["y_root"], e["button"]) for e in bev],
+                             [("press", x, y, button), ("release", x, y, button)])
+            # The window's own coordinates too: its origin is the screen's.
+            self.assertEqual((bev[0]["x"], bev[0]["y"]), (x, y))
 
 
 class Keyboard(unittest.TestCase):

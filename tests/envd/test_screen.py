@@ -11,7 +11,10 @@ import base64
 import ctypes
 import ctypes.util
 import json
+import os
+import shutil
 import struct
+import tempfile
 import threading
 import unittest
 
@@ -350,6 +353,80 @@ class ScreenInfo(unittest.TestCase):
             self.assertAlmostEqual(j["normalized"]["x"], x / 1279)
             self.assertAlmostEqual(j["normalized"]["y"], y / 799)
             self.assertTrue(0.0 <= j["normalized"]["x"] <= 1.0)
+
+
+class Health(unittest.TestCase):
+    DISPLAY_ACTIONS = ("screenshot", "screenshot_base64", "get_screen_size",
+                       "set_screen_size", "get_cursor_position", "left_click", "type",
+                       "key", "scroll_down", "drag", "windows", "launch", "focus_window",
+                       "get_clipboard", "set_clipboard", "get_accessibility_tree",
+                       "set_wallpaper", "get_desktop_environment")
+
+    def test_health_on_a_display(self):
+        h = envd.request("GET", "/health").json
+        self.assertTrue(h["ok"])
+        self.assertIs(h["display"], True)
+        self.assertEqual(h["display_name"], desk.display)
+        for name in self.DISPLAY_ACTIONS + ("bash", "python", "read_file", "write_file"):
+            self.assertIn(name, h["capabilities"])
+        # Not supervising a session: ready as soon as it answers, and no
+        # session start-up time to report.
+        self.assertIs(h["ready"], True)
+        self.assertNotIn("ready_ms", h)
+
+    def test_health_without_a_display_lists_no_display_action(self):
+        headless = harness.Envd(None).start()
+        try:
+            h = headless.request("GET", "/health").json
+            self.assertIs(h["display"], False)
+            self.assertIn("bash", h["capabilities"])
+            for name in self.DISPLAY_ACTIONS:
+                self.assertNotIn(name, h["capabilities"])
+        finally:
+            headless.stop()
+
+
+class SlowShell(unittest.TestCase):
+    def test_slow_bash_does_not_block_a_screenshot(self):
+        """A bash call that cannot end before the screenshot has (it waits
+        for a file the test creates only after the screenshot's answer)
+        must not hold the screenshot up: the answers arrive in that order,
+        with the bash still running in between."""
+        tmp = tempfile.mkdtemp(prefix="cubicle-slow-")
+        started, release, finished = (os.path.join(tmp, n)
+                                      for n in ("started", "release", "finished"))
+        done = []  # completion order
+        lock = threading.Lock()
+        bash_result = {}
+
+        def slow():
+            r = envd.action("bash", {
+                "command": "touch %s; while [ ! -e %s ]; do sleep 0.02; done; touch %s; "
+                           "echo out" % (started, release, finished), "timeout_s": 120})
+            bash_result["r"] = r
+            with lock:
+                done.append("bash")
+
+        t = threading.Thread(target=slow)
+        t.start()
+        try:
+            harness.wait_until(lambda: os.path.exists(started), 30, "bash to start")
+            r = shot()
+            with lock:
+                done.append("screenshot")
+                # The bash is still running: it has not answered...
+                self.assertEqual(done, ["screenshot"])
+            self.assertEqual(r.status, 200)
+            self.assertEqual(Png(r.body).width, 1280)
+            # ...and its command has not reached its end.
+            self.assertFalse(os.path.exists(finished))
+        finally:
+            open(release, "w").close()
+            t.join(130)
+        self.assertEqual(done, ["screenshot", "bash"])
+        self.assertEqual(bash_result["r"].status, 200, bash_result["r"])
+        self.assertEqual(bash_result["r"].json["stdout"], "out\n")
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Headless(unittest.TestCase):

@@ -1,13 +1,15 @@
 /*
  * xrecorder: a test X client that records what it receives.
  *
- *   xrecorder [--geometry WxH+X+Y] [--color RRGGBB] [--title T]
+ *   xrecorder [--geometry WxH+X+Y] [--color RRGGBB] [--title T] [--override-redirect]
  *
  * Maps one window filled with a solid colour, waits until it is viewable,
  * prints {"ready":true,"window":ID}, then one JSON object per line for every
  * pointer, key, focus and configure event. Tests compare these lines with
  * what they asked envd to do, so input is checked by an independent client
- * rather than by envd's own view of the display.
+ * rather than by envd's own view of the display. --override-redirect keeps
+ * the window manager away: the window is exactly where asked, with no frame
+ * (to witness clicks at the screen's edges, x = 0 or y = 0).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,18 +37,28 @@ int main(int argc, char **argv)
 	int x = 100, y = 100;
 	unsigned long rgb = 0x3366cc;
 	const char *title = "xrecorder";
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (strcmp(argv[i], "--geometry") == 0) {
-			if (sscanf(argv[i + 1], "%ux%u+%d+%d", &w, &h, &x, &y) != 4) {
+	Bool override = False;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--override-redirect") == 0) {
+			override = True;
+			continue;
+		}
+		if (i + 1 >= argc) {
+			fprintf(stderr, "xrecorder: %s needs a value\n", argv[i]);
+			return 2;
+		}
+		const char *opt = argv[i], *val = argv[++i];
+		if (strcmp(opt, "--geometry") == 0) {
+			if (sscanf(val, "%ux%u+%d+%d", &w, &h, &x, &y) != 4) {
 				fprintf(stderr, "xrecorder: --geometry WxH+X+Y\n");
 				return 2;
 			}
-		} else if (strcmp(argv[i], "--color") == 0) {
-			rgb = strtoul(argv[i + 1], NULL, 16);
-		} else if (strcmp(argv[i], "--title") == 0) {
-			title = argv[i + 1];
+		} else if (strcmp(opt, "--color") == 0) {
+			rgb = strtoul(val, NULL, 16);
+		} else if (strcmp(opt, "--title") == 0) {
+			title = val;
 		} else {
-			fprintf(stderr, "xrecorder: unknown option %s\n", argv[i]);
+			fprintf(stderr, "xrecorder: unknown option %s\n", opt);
 			return 2;
 		}
 	}
@@ -58,10 +70,12 @@ int main(int argc, char **argv)
 	int scr = DefaultScreen(dpy);
 	XSetWindowAttributes a;
 	a.background_pixel = rgb; /* TrueColor 24-bit: the pixel is the RGB value */
+	a.override_redirect = override;
 	a.event_mask = ButtonPressMask | ButtonReleaseMask | PointerMotionMask | KeyPressMask |
 		       KeyReleaseMask | FocusChangeMask | StructureNotifyMask | ExposureMask;
-	Window win = XCreateWindow(dpy, RootWindow(dpy, scr), x, y, w, h, 0, CopyFromParent,
-				   InputOutput, CopyFromParent, CWBackPixel | CWEventMask, &a);
+	Window win =
+	    XCreateWindow(dpy, RootWindow(dpy, scr), x, y, w, h, 0, CopyFromParent, InputOutput,
+			  CopyFromParent, CWBackPixel | CWEventMask | CWOverrideRedirect, &a);
 	XStoreName(dpy, win, title);
 	XClassHint ch = {(char *)"xrecorder", (char *)"XRecorder"};
 	XSetClassHint(dpy, win, &ch);

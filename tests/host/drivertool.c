@@ -7,6 +7,7 @@
  *   drivertool create|start|stop|destroy|alive|address|available
  *       --dir D --image IMAGE_DIR --state STATE.json [--id ID]
  *       [--kind desktop|sandbox] [--millicpus N] [--memory-mb N] [--pids N]
+ *       [--disk-mb N (0, the default: no disk quota)]
  *       [--session DIR] [--token-file F] [--resolution WxH]
  *
  * Exit status 0 on success (alive: prints true or false), 1 with
@@ -28,7 +29,8 @@ static void drivertool_usage(void)
 	fprintf(stderr,
 		"usage: drivertool create|start|stop|destroy|alive|address|available --dir D "
 		"--image IMAGE_DIR --state STATE.json [--id ID] [--kind desktop|sandbox] "
-		"[--millicpus N] [--memory-mb N] [--pids N] [--session DIR] [--token-file F] "
+		"[--millicpus N] [--memory-mb N] [--pids N] [--disk-mb N] [--session DIR] "
+		"[--token-file F] "
 		"[--resolution WxH]\n");
 }
 
@@ -74,6 +76,7 @@ int main(int argc, char **argv)
 					     {"millicpus", required_argument, NULL, 'c'},
 					     {"memory-mb", required_argument, NULL, 'm'},
 					     {"pids", required_argument, NULL, 'p'},
+					     {"disk-mb", required_argument, NULL, 'D'},
 					     {"session", required_argument, NULL, 'S'},
 					     {"token-file", required_argument, NULL, 't'},
 					     {"resolution", required_argument, NULL, 'r'},
@@ -105,6 +108,9 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			c.pids_max = atoi(optarg);
+			break;
+		case 'D':
+			c.disk_mb = atoll(optarg);
 			break;
 		case 'S':
 			c.session_dir = optarg;

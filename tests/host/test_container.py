@@ -25,6 +25,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -93,11 +94,30 @@ def processes():
     return out
 
 
+def loop_devices(under):
+    """Loop devices whose backing file is below the directory `under`."""
+    found = []
+    for name in os.listdir("/sys/block"):
+        back = read("/sys/block/%s/loop/backing_file" % name, "") if name.startswith("loop") else ""
+        if back.startswith(os.path.realpath(under) + "/"):
+            found.append((name, back.strip()))
+    return found
+
+
+def size(name):
+    """(millicpus, memory_mb, disk_mb, pids) of a size in host/core/sizes.c."""
+    src = read(os.path.join(HERE, "..", "..", "host", "core", "sizes.c"))
+    m = re.search(r'\{"%s", "\w+", (\d+), (\d+), (\d+), (\d+), \d+\}' % re.escape(name), src)
+    if not m:
+        raise AssertionError("no size %s in host/core/sizes.c" % name)
+    return tuple(int(x) for x in m.groups())
+
+
 class Computer:
     """One computer of the container driver, driven through drivertool."""
 
     def __init__(self, kind="sandbox", image_name=None, millicpus=1000, memory_mb=1024,
-                 pids=512, session=False, resolution=None):
+                 pids=512, session=False, resolution=None, disk_mb=1024):
         self.root = tempfile.mkdtemp(prefix="cubicle-ct-")
         self.id = "c-" + secrets.token_hex(8)
         self.dir = os.path.join(self.root, self.id)
@@ -112,7 +132,7 @@ class Computer:
                      "--image", image(image_name or kind), "--state", self.state_path,
                      "--kind", kind, "--millicpus", str(millicpus),
                      "--memory-mb", str(memory_mb), "--pids", str(pids),
-                     "--token-file", self.token_path]
+                     "--disk-mb", str(disk_mb), "--token-file", self.token_path]
         if self.session:
             self.args += ["--session", self.session]
         if resolution:
@@ -299,9 +319,10 @@ class Basics(ContainerTest):
     def test_files_survive_stop_and_start(self):
         c = self.computer(session=True).create().start()
         c.bash("echo kept > ~/note.txt && echo out > /session/output/r.txt")
-        st = os.stat(os.path.join(c.dir, "upper", "home", "user", "note.txt"))
-        self.assertEqual(st.st_uid, c.uid_base + 1000)
         init = c.state["init_pid"]
+        # On the computer's disk, which only its mount namespace has mounted.
+        st = os.stat("/proc/%d/root/home/user/note.txt" % init)
+        self.assertEqual(st.st_uid, c.uid_base + 1000)
         c.stop()
         self.assertFalse(c.alive())
         self.assertFalse(os.path.exists("/proc/%d" % init))
@@ -378,6 +399,28 @@ class Limits(ContainerTest):
         self.assertTrue(c.health()["ready"])
         self.assertEqual(c.bash("echo alive")["stdout"], "alive\n")
         self.assertTrue(c.alive())
+
+    def test_the_xs_size_memory_limit_is_what_applies(self):
+        # The size's own numbers (host/core/sizes.c), as cubicled passes them.
+        millicpus, memory_mb, disk_mb, pids = size("xs")
+        self.assertEqual(memory_mb, 512)
+        c = self.computer(millicpus=millicpus, memory_mb=memory_mb, pids=pids,
+                          disk_mb=disk_mb).create().start()
+        # bytearray * n writes every byte, so the pages are really used.
+        touch = "python3 -c 'b = bytearray(b\"\\x01\") * (%d << 20); print(len(b) >> 20)'"
+        out = c.bash(touch % 400, timeout_s=120)
+        self.assertEqual(out["stdout"], "400\n")
+        out = c.bash(touch % 600 + "; echo rc=$?", ok=False, timeout_s=120)
+        self.assertIn("rc=137", out["stdout"], out)  # SIGKILL from the OOM killer
+        self.assertNotIn("600\n", out["stdout"])
+        cg = c.cgroup_dir("memory")
+        if c.state["cgroups"]["version"] == 2:
+            self.assertEqual(int(read(cg + "/memory.max")), 512 << 20)
+            self.assertLessEqual(int(read(cg + "/memory.peak")), 512 << 20)
+        else:
+            self.assertEqual(int(read(cg + "/memory.limit_in_bytes")), 512 << 20)
+            self.assertLessEqual(int(read(cg + "/memory.max_usage_in_bytes")), 512 << 20)
+        self.assertEqual(c.bash("echo alive")["stdout"], "alive\n")
 
     def _cpu_usage_ns(self, c):
         cg = c.state["cgroups"]
@@ -514,6 +557,63 @@ class NoEscape(ContainerTest):
         self.assertEqual(out, "1")
 
 
+    def test_seccomp_denies_what_dockers_default_profile_denies(self):
+        # Each call with harmless arguments: without the filter the guest's
+        # user would get EFAULT, EINVAL, EBADF or success for many of them
+        # (mbind, get_mempolicy, add_key, settimeofday(NULL, NULL), a vsock
+        # socket...); with it, every one is EPERM.
+        out = self.py(
+            "import ctypes, json, socket\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "libc.syscall.restype = ctypes.c_long\n"
+            "P = ctypes.c_void_p\n"
+            "calls = {\n"
+            "  'bpf': (321, 9999, None, 0),\n"
+            "  'kexec_load': (246, 0, 100000, None, 0),\n"
+            "  'kexec_file_load': (320, -1, -1, 0, None, 0),\n"
+            "  'init_module': (175, None, 0, b''),\n"
+            "  'finit_module': (313, -1, b'', 0),\n"
+            "  'delete_module': (176, b'cubicle_none', 0o4000),\n"
+            "  'add_key': (248, None, None, None, 0, 0),\n"
+            "  'request_key': (249, None, None, None, 0),\n"
+            "  'keyctl': (250, 9999, 0, 0, 0),\n"
+            "  'perf_event_open': (298, None, 0, -1, -1, 0),\n"
+            "  'open_by_handle_at': (304, -1, None, 0),\n"
+            "  'name_to_handle_at': (303, -1, b'', None, None, 0),\n"
+            "  'mbind': (237, None, 0, 0, None, 0, 0),\n"
+            "  'get_mempolicy': (239, None, None, 0, None, 0),\n"
+            "  'set_mempolicy': (238, 0, None, 0),\n"
+            "  'move_pages': (279, 0, 0, None, None, None, 0),\n"
+            "  'iopl': (172, 99),\n"
+            "  'ioperm': (173, P(-1), 1, 1),\n"
+            "  'swapon': (167, P(1), 0),\n"
+            "  'reboot': (169, 0, 0, 0, None),\n"
+            "  'settimeofday': (164, None, None),\n"
+            "  'clock_settime': (227, 9999, None),\n"
+            "  'acct': (163, P(1)),\n"
+            "  'quotactl': (179, 0, None, 0, None),\n"
+            "  'userfaultfd': (323, -1),\n"
+            "  'syslog': (103, 9999, None, 0),\n"
+            "  'sethostname': (170, P(1), 5),\n"
+            "  'umount2': (166, P(1), 0),\n"
+            "  'pivot_root': (155, P(1), P(1)),\n"
+            "  'unshare(CLONE_NEWUSER)': (272, 0x10000000),\n"
+            "}\n"
+            "res = {}\n"
+            "for name, (nr, *args) in calls.items():\n"
+            "    ctypes.set_errno(0)\n"
+            "    rc = libc.syscall(nr, *args)\n"
+            "    res[name] = ctypes.get_errno() if rc == -1 else 0\n"
+            "try:\n"
+            "    socket.socket(40, socket.SOCK_STREAM).close(); res['socket(AF_VSOCK)'] = 0\n"
+            "except OSError as e:\n"
+            "    res['socket(AF_VSOCK)'] = e.errno\n"
+            "print(json.dumps(res))\n")
+        res = json.loads(out)
+        self.assertEqual(len(res), 31)
+        self.assertEqual({k: v for k, v in res.items() if v != errno.EPERM}, {})
+
+
 class Network(ContainerTest):
     def test_inbound_connections_do_not_reach_a_server_inside(self):
         # A port nothing on the host listens on.
@@ -561,6 +661,107 @@ class Network(ContainerTest):
         self.assertEqual(out, ["unknown", "tap0"])
 
 
+    def test_one_computer_cannot_reach_another(self):
+        # A port nothing on the host listens on.
+        probe = socket.socket()
+        probe.bind(("0.0.0.0", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        a = self.computer().create().start()
+        b = self.computer().create().start()
+        a.bash("setsid python3 -m http.server %d --bind 0.0.0.0 >/dev/null 2>&1 & "
+               "for i in $(seq 100); do curl -s -o /dev/null localhost:%d && exit 0; "
+               "sleep 0.1; done; exit 1" % (port, port))
+        # Every address A has (its slirp address is the same in every
+        # computer), the gateway and DNS of slirp, and every host address.
+        a_addrs = a.bash("ip -o -4 addr show | awk '{print $4}' | cut -d/ -f1")["stdout"].split()
+        host_addrs = [a.split("/")[0] for a in
+                      (l.split()[3] for l in subprocess.run(
+                          ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True,
+                          check=True).stdout.splitlines())]
+        targets = sorted(set(a_addrs + host_addrs + ["10.0.2.2", "10.0.2.3"]))
+        self.assertIn("10.0.2.100", targets)
+        # A's server answers on A's own addresses: the probe below can fail.
+        a_self = a.bash("curl -s -o /dev/null -w '%%{http_code}' http://10.0.2.100:%d/" % port)
+        self.assertEqual(a_self["stdout"], "200")
+        out = b.request("POST", "/v1/actions/python", {"code": (
+            "import json, socket\nres = {}\n"
+            "for host in %r:\n"
+            "    s = socket.socket(); s.settimeout(3)\n"
+            "    try:\n"
+            "        s.connect((host, %d)); res[host] = 'connected'\n"
+            "    except OSError as e:\n"
+            "        res[host] = type(e).__name__\n"
+            "    s.close()\n"
+            "print(json.dumps(res))\n") % (targets, port), "timeout_s": 60}, timeout=90).json
+        res = json.loads(out["stdout"])
+        self.assertEqual(sorted(res), targets)
+        self.assertEqual([h for h, r in res.items() if r == "connected"], [], res)
+        # Nor does the host reach A's server at any of its addresses.
+        for addr in host_addrs:
+            s = socket.socket()
+            s.settimeout(3)
+            with self.assertRaises(OSError):
+                s.connect((addr, port))
+            s.close()
+
+
+class Disk(ContainerTest):
+    def test_writing_past_the_disk_fails_and_the_data_survives(self):
+        c = self.computer(disk_mb=64).create()
+        self.assertEqual(c.state["disk"], "ext4 64 MiB")
+        disk = os.path.join(c.dir, "disk.ext4")
+        self.assertEqual(os.stat(disk).st_size, 64 << 20)
+        c.start()
+        # Mounted in the computer's mount namespace only, on a loop device.
+        self.assertEqual([l for l in read("/proc/self/mountinfo").splitlines() if c.dir in l],
+                         [])
+        loops = loop_devices(c.dir)
+        self.assertEqual(len(loops), 1)
+        # Direct I/O: the host's page cache holds no second copy of the disk.
+        self.assertEqual(read("/sys/block/%s/loop/dio" % loops[0][0]).strip(), "1")
+        c.bash("echo kept > ~/kept.txt")
+        out = c.bash("df -m / | tail -1; dd if=/dev/zero of=~/big bs=1M count=100; "
+                     "echo dd=$?; stat -c %s ~/big", ok=False)
+        self.assertIn("No space left on device", out["stderr"])
+        lines = out["stdout"].split("\n")
+        self.assertLessEqual(int(lines[0].split()[1]), 64)  # df: the size of the disk
+        self.assertEqual(lines[1], "dd=1")
+        self.assertLess(int(lines[2]), 64 << 20)
+        # The host's file never holds more than the size.
+        self.assertLessEqual(os.stat(disk).st_blocks * 512, 64 << 20)
+        self.assertTrue(c.health()["ready"])
+        # Space comes back, to the guest and (discard) to the host; files
+        # survive stop and start.
+        c.bash("rm ~/big && echo more > ~/more.txt && sync")
+        wait_until(lambda: os.stat(disk).st_blocks * 512 < 32 << 20, 10,
+                   "the deleted file's blocks to be given back to the host")
+        c.stop()
+        wait_until(lambda: loop_devices(c.dir) == [], 10,
+                   "the stopped computer's loop device to clear itself")
+        c.start()
+        self.assertEqual(c.bash("cat ~/kept.txt ~/more.txt")["stdout"], "kept\nmore\n")
+
+    def test_without_loop_devices_the_disk_is_unlimited_and_the_log_says_why(self):
+        c = self.computer(disk_mb=64)
+        # A host without loop devices: /dev/loop-control is /dev/null for create.
+        p = subprocess.run(["unshare", "-m", "sh", "-c",
+                            'mount --bind /dev/null /dev/loop-control && exec "$@"', "sh",
+                            DRIVERTOOL, "create"] + c.args,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(c.state["disk"].startswith("unlimited: no free loop device"), c.state)
+        p = c.call("start")
+        self.assertIn("disk unlimited: no free loop device", p.stderr)
+        self.assertIn("disk unlimited: no free loop device",
+                      read(os.path.join(c.dir, "console.log")))
+        self.assertFalse(os.path.exists(os.path.join(c.dir, "disk.ext4")))
+        self.assertEqual(loop_devices(c.dir), [])
+        c.bash("dd if=/dev/zero of=~/big bs=1M count=80 2>/dev/null")  # past 64 MiB
+        self.assertEqual(os.path.getsize(os.path.join(c.dir, "upper", "home", "user", "big")),
+                         80 << 20)
+
+
 class Teardown(ContainerTest):
     def leftovers(self, c, base, netns, pids):
         for pid in pids:
@@ -569,6 +770,7 @@ class Teardown(ContainerTest):
         left = {p: v for p, v in procs.items()
                 if base <= v[0] < base + 65536 or (netns and v[2] == netns) or p in pids}
         mounts = [l for l in read("/proc/self/mountinfo").splitlines() if c.dir in l]
+        mounts += loop_devices(c.dir)
         return left, mounts
 
     def test_destroy_leaves_no_process_mount_cgroup_or_namespace(self):
@@ -580,6 +782,8 @@ class Teardown(ContainerTest):
         cgroups = s["cgroups"]["dirs"]
         for d in cgroups:
             self.assertTrue(os.path.isdir(d))
+        self.assertEqual(s["disk"], "ext4 1024 MiB")
+        self.assertEqual(len(loop_devices(c.dir)), 1)  # the check below can fail
         c.bash("sleep 1000 >/dev/null 2>&1 & echo > ~/x")
         c.destroy()
         left, mounts = self.leftovers(c, base, netns, {init, slirp})
@@ -590,7 +794,7 @@ class Teardown(ContainerTest):
         self.assertEqual(os.listdir(c.dir), [])
         self.assertTrue(os.path.isdir(os.path.join(c.session, "working")))  # the session stays
         self.assertFalse(any(k in c.state for k in ("init_pid", "slirp_pid", "cgroups",
-                                                     "uid_slot")))
+                                                     "uid_slot", "disk")))
         # Idempotent.
         c.destroy()
 

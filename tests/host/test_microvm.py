@@ -282,12 +282,17 @@ class Desktop(unittest.TestCase):
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "envd"))
         from pngread import Png
         t = time.monotonic()
-        c = srv.computer(key, kind="desktop", size="small", isolation="vm", timeout_s=600)
+        # Not the default size: the kernel command line carries it to envd.
+        c = srv.computer(key, kind="desktop", size="small", isolation="vm", timeout_s=600,
+                         resolution=[1024, 768])
         print("\ndesktop vm: ready after %.1f s" % (time.monotonic() - t), file=sys.stderr)
+        self.assertEqual(srv.act(c["id"], "get_screen_size", {}, key=key),
+                         {"width": 1024, "height": 768})
         r = srv.req("POST", "/v1/computers/%s/actions/screenshot" % c["id"], {}, key=key)
         self.assertEqual(r.status, 200, r)
         png = Png(r.body)
-        strip = {png.pixel(x, y) for y in range(0, 24, 2) for x in range(0, 1280, 4)}
+        self.assertEqual((png.width, png.height), (1024, 768))
+        strip = {png.pixel(x, y) for y in range(0, 24, 2) for x in range(0, 1024, 4)}
         self.assertGreater(len(strip), 8, "the panel strip looks blank")
         cid = c["id"]
         self.assertEqual(rfb_greeting(cid), b"RFB 003.008\n")

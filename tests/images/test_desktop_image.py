@@ -45,6 +45,17 @@ def bash(cmd, timeout_s=60):
     return g.ok("bash", {"command": cmd, "timeout_s": timeout_s})
 
 
+def panel_width():
+    """The widest xfce4-panel window, as an X client other than envd sees it."""
+    out = bash("xwininfo -root -tree | grep Xfce4-panel")["stdout"]
+    return max([int(m.group(1)) for m in re.finditer(r"\)\s+(\d+)x\d+\+", out)] or [0])
+
+
+def panel_in_a11y_tree():
+    r = g.action("get_accessibility_tree", {"app": "panel", "max_depth": 3})
+    return r.status == 200 and r.json["applications"]
+
+
 def tree_names(node, out):
     out.append((node.get("role"), node.get("name")))
     for c in node.get("children", []):
@@ -53,6 +64,16 @@ def tree_names(node, out):
 
 
 class Desktop(unittest.TestCase):
+    def test_health(self):
+        h = g.health()
+        self.assertIs(h["display"], True)
+        self.assertIs(h["ready"], True)
+        for name in ("screenshot", "set_screen_size", "left_click", "get_accessibility_tree",
+                     "bash", "read_file"):
+            self.assertIn(name, h["capabilities"])
+        # How long the session took to become ready, in ms.
+        self.assertGreater(h["ready_ms"], 0)
+
     def test_desktop_environment(self):
         env = g.ok("get_desktop_environment")
         self.assertEqual(env["name"].lower(), "xfce")
@@ -175,8 +196,74 @@ class Desktop(unittest.TestCase):
                        "Firefox to exit")
 
 
+class Resolution(unittest.TestCase):
+    """Runs after Desktop (alphabetically): it changes the screen's size."""
+
+    def test_set_screen_size_and_the_panel_follows(self):
+        # Xvfb started large enough for later changes.
+        out = bash("xrandr | head -1")["stdout"]
+        self.assertIn("current 1280 x 800, maximum 1920 x 1200", out)
+        try:
+            for w, h in ((1024, 768), (1920, 1200)):
+                self.assertEqual(g.ok("set_screen_size", {"width": w, "height": h}),
+                                 {"ok": True, "width": w, "height": h})
+                self.assertEqual(g.ok("get_screen_size"), {"width": w, "height": h})
+                png = Png(g.ok("screenshot", {}).body)
+                self.assertEqual((png.width, png.height), (w, h))
+                wait_until(lambda: panel_width() == w, 20, "the panel to span %d px" % w)
+            r = g.action("set_screen_size", {"width": 1921, "height": 1200})
+            self.assertEqual(r.status, 400, r)
+            self.assertEqual(r.json["error"]["param"], "width")
+
+            # An X server that dies comes back at the size set last.
+            g.ok("set_screen_size", {"width": 1024, "height": 768})
+            before = bash("pgrep -x Xvfb")["stdout"].split()
+            bash("kill -9 %s" % " ".join(before))
+            wait_until(lambda: bash("pgrep -x Xvfb")["stdout"].split() not in ([], before),
+                       20, "a new Xvfb")
+            wait_until(lambda: g.health()["ready"], 60, "the desktop to come back")
+            self.assertEqual(g.ok("get_screen_size"), {"width": 1024, "height": 768})
+            wait_until(lambda: panel_width() == 1024, 20, "the panel to span 1024 px")
+        finally:
+            g.ok("set_screen_size", {"width": 1280, "height": 800})
+        self.assertEqual(g.ok("get_screen_size"), {"width": 1280, "height": 800})
+
+
 class Supervisor(unittest.TestCase):
     """Runs last (alphabetically after Desktop): it kills parts of the session."""
+
+    def test_buses_restart_and_the_tree_comes_back(self):
+        wait_until(panel_in_a11y_tree, 30, "the panel in the accessibility tree")
+        for victim in ("dbus-daemon --session", "at-spi-bus-launcher"):
+            before = bash("pgrep -f '^[^ ]*%s'" % victim)["stdout"].split()
+            self.assertEqual(len(before), 1, (victim, before))
+            bash("kill -9 %s" % before[0])
+            wait_until(lambda: bash("pgrep -f '^[^ ]*%s'" % victim)["stdout"].split()
+                       not in ([], before), 30, "a new %s" % victim)
+            wait_until(lambda: g.health()["ready"], 60, "the desktop to come back")
+            # envd reads the tree through the new buses.
+            wait_until(panel_in_a11y_tree, 30,
+                       "the panel in the accessibility tree after %s died" % victim)
+
+    def test_ready_follows_the_panel(self):
+        """A panel that dies makes the desktop not ready until it is back.
+        xfce4-session, which would restart it, is held stopped: the desktop
+        stays not ready until envd gives up waiting and restarts the session
+        (SESSION_UNREADY_RESTART_MS), which brings the panel back."""
+        session = bash("pgrep -x xfce4-session")["stdout"].split()
+        panel = bash("pgrep -x xfce4-panel")["stdout"].split()
+        self.assertTrue(session and panel)
+        self.assertTrue(g.health()["ready"])
+        bash("kill -STOP %s" % " ".join(session))
+        try:
+            bash("kill -9 %s" % " ".join(panel))
+            wait_until(lambda: not g.health()["ready"], 20, "ready to go false")
+            wait_until(lambda: g.health()["ready"], 60, "ready to come back")
+        finally:
+            bash("kill -CONT %s 2>/dev/null; true" % " ".join(session))
+        self.assertNotEqual(bash("pgrep -x xfce4-session")["stdout"].split(), session)
+        after = bash("pgrep -x xfce4-panel")["stdout"].split()
+        self.assertTrue(after and after != panel, (panel, after))
 
     def test_restarts_what_dies(self):
         for victim in ("xfce4-session", "Xvfb"):

@@ -908,6 +908,235 @@ static void test_kill9_keeps_last_tick(void **state)
 	store_computer_clear(&c);
 }
 
+/* ---- store_computer_commit: one transaction ------------------------------- */
+
+/* The computer's one open segment's rate state ("" when none is open). */
+static void open_rate(struct store *s, const char *id, char out[16])
+{
+	struct err e = {0};
+	struct store_open_segment *segs = NULL;
+	size_t n = 0;
+	out[0] = 0;
+	if (store_usage_open_segments(s, &segs, &n, &e))
+		fail_msg("open_segments: %s", e.message);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(segs[i].computer, id) == 0) {
+			if (out[0])
+				fail_msg("two open segments for %s", id);
+			snprintf(out, 16, "%s", segs[i].rate_state);
+		}
+	free(segs);
+}
+
+static void set_state(struct store_computer *c, const char *state)
+{
+	snprintf(c->state, sizeof c->state, "%s", state);
+}
+
+/* A state change and its usage switch land together, or neither does. */
+static void test_commit_state_and_usage_together(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w, other;
+	make_workspace(f->s, "acme", &w);
+	make_workspace(f->s, "other", &other);
+	struct store_computer c, busy;
+	make_computer(f->s, w.id, "sandbox", "md", "running", &c);
+	make_computer(f->s, w.id, "sandbox", "xs", "running", &busy);
+	const int64_t t0 = 1700000000000LL;
+	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "md", "running", t0, &e), 0);
+
+	/* stop: "stopping" and the stopped rate, at one instant */
+	set_state(&c, "stopping");
+	struct store_commit stop = {.bill = true, .rate_state = "stopped", .at_ms = t0 + 1000};
+	assert_int_equal(store_computer_commit(f->s, &c, &stop, &e), 0);
+	struct store_computer g;
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_string_equal(g.state, "stopping");
+	store_computer_clear(&g);
+	char rate[16];
+	open_rate(f->s, c.id, rate);
+	assert_string_equal(rate, "stopped");
+
+	/* A refused limit writes neither the state nor the switch, and leaves c as it was. */
+	set_state(&c, "starting");
+	struct store_commit start = {
+	    .limit = 1, .bill = true, .rate_state = "running", .at_ms = t0 + 2000};
+	assert_int_equal(store_computer_commit(f->s, &c, &start, &e), -1);
+	assert_int_equal(e.code, ERR_LIMIT);
+	assert_non_null(strstr(e.message, "its limit"));
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_string_equal(g.state, "stopping");
+	store_computer_clear(&g);
+	open_rate(f->s, c.id, rate);
+	assert_string_equal(rate, "stopped");
+	/* The computer itself is not counted: a limit of 2 holds busy and c. */
+	start.limit = 2;
+	assert_int_equal(store_computer_commit(f->s, &c, &start, &e), 0);
+	open_rate(f->s, c.id, rate);
+	assert_string_equal(rate, "running");
+
+	/* A bad switch refuses the whole write. */
+	set_state(&c, "error");
+	struct store_commit bad = {.bill = true, .rate_state = "paused", .at_ms = t0 + 3000};
+	assert_int_equal(store_computer_commit(f->s, &c, &bad, &e), -1);
+	assert_string_equal(e.param, "rate_state");
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_string_equal(g.state, "starting");
+	store_computer_clear(&g);
+
+	/* A claim: the move to another workspace and its billing there together. */
+	set_state(&c, "running");
+	snprintf(c.workspace, sizeof c.workspace, "%s", other.id);
+	struct store_commit claim = {
+	    .limit = 1, .bill = true, .rate_state = "running", .at_ms = t0 + 4000};
+	assert_int_equal(store_computer_commit(f->s, &c, &claim, &e), 0);
+	/* error ends billing with the state */
+	set_state(&c, "error");
+	struct store_commit end = {.bill = true, .rate_state = NULL, .at_ms = t0 + 5000};
+	assert_int_equal(store_computer_commit(f->s, &c, &end, &e), 0);
+	open_rate(f->s, c.id, rate);
+	assert_string_equal(rate, "");
+	json_t *u = NULL;
+	assert_int_equal(store_usage_query(f->s, w.id, t0, t0 + 60000, NULL, &u, &e), 0);
+	/* acme: 1 s running (t0..t0+1), stopped t0+1..t0+2, running t0+2..t0+4 */
+	assert_true(jreal(usage_computer(u, c.id), "running_seconds") == 3.0);
+	assert_true(jreal(usage_computer(u, c.id), "stopped_seconds") == 1.0);
+	json_decref(u);
+	assert_int_equal(store_usage_query(f->s, other.id, t0, t0 + 60000, NULL, &u, &e), 0);
+	assert_true(jreal(usage_computer(u, c.id), "running_seconds") == 1.0);
+	json_decref(u);
+	store_computer_clear(&c);
+	store_computer_clear(&busy);
+}
+
+#define RACERS	   8
+#define RACE_LIMIT 3
+
+struct racer {
+	struct store *s;
+	const char *ws;
+	int rc;
+	enum err_code code;
+};
+
+static void *racer_run(void *arg)
+{
+	struct racer *r = arg;
+	struct store_computer c;
+	memset(&c, 0, sizeof c);
+	snprintf(c.workspace, sizeof c.workspace, "%s", r->ws);
+	snprintf(c.kind, sizeof c.kind, "sandbox");
+	snprintf(c.size, sizeof c.size, "xs");
+	snprintf(c.isolation, sizeof c.isolation, "container");
+	snprintf(c.state, sizeof c.state, "provisioning");
+	struct store_commit how = {.insert = true, .limit = RACE_LIMIT};
+	struct err e = {0};
+	r->rc = store_computer_commit(r->s, &c, &how, &e);
+	r->code = e.code;
+	store_computer_clear(&c);
+	return NULL;
+}
+
+/* Creates at once from several threads: exactly the limit get in. */
+static void test_commit_limit_under_concurrent_inserts(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "acme", &w);
+	struct store_computer stopped;
+	make_computer(f->s, w.id, "sandbox", "xs", "stopped", &stopped); /* holds nothing */
+	struct racer r[RACERS];
+	pthread_t th[RACERS];
+	for (int i = 0; i < RACERS; i++) {
+		r[i] = (struct racer){.s = f->s, .ws = w.id};
+		assert_int_equal(pthread_create(&th[i], NULL, racer_run, &r[i]), 0);
+	}
+	int ok = 0;
+	for (int i = 0; i < RACERS; i++) {
+		pthread_join(th[i], NULL);
+		if (r[i].rc == 0)
+			ok++;
+		else
+			assert_int_equal(r[i].code, ERR_LIMIT);
+	}
+	assert_int_equal(ok, RACE_LIMIT);
+	int n = 0;
+	assert_int_equal(store_computer_count_running(f->s, w.id, &n, &e), 0);
+	assert_int_equal(n, RACE_LIMIT);
+	/* Starting the stopped one would be one too many. */
+	set_state(&stopped, "starting");
+	struct store_commit start = {.limit = RACE_LIMIT};
+	assert_int_equal(store_computer_commit(f->s, &stopped, &start, &e), -1);
+	assert_int_equal(e.code, ERR_LIMIT);
+	store_computer_clear(&stopped);
+}
+
+/* A child commits stop/start pairs (state and usage switch) in a loop and
+ * is killed with SIGKILL mid-way: the state found on disk always matches
+ * the open segment's rate. */
+static void test_kill9_between_state_and_usage(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "acme", &w);
+	struct store_computer c;
+	make_computer(f->s, w.id, "sandbox", "sm", "running", &c);
+	const int64_t t0 = 1700000000000LL;
+	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "sm", "running", t0, &e), 0);
+	store_close(f->s);
+	f->s = NULL;
+	for (int round = 0; round < 5; round++) {
+		int pipefd[2];
+		assert_int_equal(pipe(pipefd), 0);
+		fflush(NULL);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			close(pipefd[0]);
+			struct err ce = {0};
+			struct store *cs = store_open(f->path, &ce);
+			for (int i = 0; cs; i++) {
+				bool stop = i % 2 == 0;
+				set_state(&c, stop ? "stopping" : "running");
+				struct store_commit how = {.bill = true,
+							   .rate_state =
+							       stop ? "stopped" : "running",
+							   .at_ms = t0 + i};
+				if (store_computer_commit(cs, &c, &how, &ce))
+					_exit(2);
+				if (i == 20 && write(pipefd[1], "y", 1) != 1)
+					_exit(3);
+			}
+			_exit(4);
+		}
+		close(pipefd[1]);
+		char r = 0;
+		assert_int_equal(read(pipefd[0], &r, 1), 1);
+		close(pipefd[0]);
+		usleep(1000 * (round * 3));
+		assert_int_equal(kill(pid, SIGKILL), 0);
+		int status;
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+		struct store *s = store_open(f->path, &e);
+		assert_non_null(s);
+		struct store_computer g;
+		assert_int_equal(store_computer_get(s, c.id, NULL, &g, &e), 0);
+		char rate[16];
+		open_rate(s, c.id, rate);
+		assert_string_equal(rate, strcmp(g.state, "stopping") == 0 ? "stopped" : "running");
+		store_computer_clear(&g);
+		store_close(s);
+	}
+	f->s = store_open(f->path, &e);
+	assert_non_null(f->s);
+	store_computer_clear(&c);
+}
+
 /* A database from a newer cubicled is refused with a message saying so. */
 static void test_newer_schema_is_refused(void **state)
 {
@@ -1051,6 +1280,12 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_reopen_finds_everything, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_kill9_keeps_last_tick, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_commit_state_and_usage_together, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_commit_limit_under_concurrent_inserts,
+					    fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_kill9_between_state_and_usage, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, fixture_setup,
 					    fixture_teardown),
