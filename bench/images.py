@@ -111,9 +111,12 @@ STAGES = (("Xvfb spawned → answering (dbus-daemon spawned)", "Xvfb", "dbus-dae
 
 def session_stages(g, ready_ms):
     out = g.ok("bash", {"command": "for p in /proc/[0-9]*; do "
-                                   "echo $(cut -d' ' -f22 $p/stat) $(cat $p/comm); done"})
+                                   "echo $(cut -d' ' -f22 $p/stat) $(cat $p/comm); "
+                                   "done 2>/dev/null"})
     first = {}
     for line in out["stdout"].splitlines():
+        if len(line.split(" ", 1)) != 2:
+            continue  # a process that ended while being read
         tick, comm = line.split(" ", 1)
         first.setdefault(comm, int(tick))
         first[comm] = min(first[comm], int(tick))
