@@ -97,3 +97,80 @@ class Guest:
             self.log.close()
         # The upper dir holds files owned by the guest's users: remove as root.
         shutil.rmtree(self.state, ignore_errors=True)
+
+
+# ---- checks both images share -------------------------------------------
+
+def processes(g):
+    """Every process in the guest as dicts pid, ppid, pgid, uid, comm (ps
+    through the bash action; the command and its ps are among them)."""
+    out = g.ok("bash", {"command": "ps -e -o pid=,ppid=,pgid=,uid=,comm="})["stdout"]
+    procs = []
+    for line in out.splitlines():
+        pid, ppid, pgid, uid, comm = line.split(None, 4)
+        procs.append({"pid": int(pid), "ppid": int(ppid), "pgid": int(pgid),
+                      "uid": int(uid), "comm": comm.strip()})
+    return procs
+
+
+def descendants(procs, root):
+    """Pids of root's descendants (by parent pid)."""
+    kids, out, todo = {}, set(), [root]
+    for p in procs:
+        kids.setdefault(p["ppid"], []).append(p["pid"])
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            if k not in out:
+                out.add(k)
+                todo.append(k)
+    return out
+
+
+def check_only_envd(tc, procs, session_parts, allowed):
+    """No services but envd: PID 1 is tini with envd as its child, and every
+    other process descends from envd or stays in the process group of one of
+    envd's session children (daemons they spawned through D-Bus activation
+    are reparented to PID 1 but keep that group). Returns (envd, procs, the
+    pids of the session: the session_parts children of envd and what they
+    started, whose names must all match the regular expression allowed).
+    procs: processes()."""
+    by_pid = {p["pid"]: p for p in procs}
+    tc.assertEqual(by_pid[1]["comm"], "tini", procs)
+    envds = [p for p in procs if p["comm"] == "envd"]
+    tc.assertEqual(len(envds), 1, procs)
+    envd = envds[0]
+    tc.assertEqual(envd["ppid"], 1)
+    under_envd = descendants(procs, envd["pid"])
+    parts = [p for p in procs if p["ppid"] == envd["pid"] and p["comm"] in session_parts]
+    tc.assertEqual(sorted(p["comm"] for p in parts), sorted(session_parts), procs)
+    groups = {p["pgid"] for p in parts}
+    session = set()
+    for p in parts:
+        session |= {p["pid"]} | descendants(procs, p["pid"])
+    for p in procs:
+        if p["pid"] in (1, envd["pid"]):
+            continue
+        tc.assertTrue(p["pid"] in under_envd or p["pgid"] in groups,
+                      "%r was not started by envd:\n%s" % (p, procs))
+        if p["pid"] not in under_envd:
+            session.add(p["pid"])
+    for pid in session:
+        tc.assertRegex(by_pid[pid]["comm"], r"\A(?:%s)\Z" % allowed, by_pid[pid])
+    return envd, procs, session
+
+
+def check_user_basics(tc, g):
+    """The user's environment: /session dirs owned by user, C.UTF-8, UTC,
+    and the CA bundle curl and python use."""
+    out = g.ok("bash", {"command": "stat -c '%U %a' /session/input /session/output "
+                                   "/session/working; echo $LANG; date +%Z; "
+                                   "cat /etc/timezone; locale charmap; "
+                                   "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt"
+                        })["stdout"].split("\n")
+    tc.assertEqual(out[:3], ["user 755"] * 3)
+    tc.assertEqual(out[3], "C.UTF-8")
+    tc.assertEqual(out[4], "UTC")
+    tc.assertEqual(out[5], "Etc/UTC")
+    tc.assertEqual(out[6], "UTF-8")
+    # curl's CA bundle (Debian builds curl with this path), not empty.
+    tc.assertGreater(int(out[7]), 100, "too few certificates in the CA bundle")

@@ -10,23 +10,26 @@ session back when a part of it dies.
 import os
 import re
 import sys
+from collections import Counter
 import unittest
 
-from guest import Guest, wait_until
+from guest import Guest, check_only_envd, check_user_basics, processes, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "envd"))
 from pngread import Png  # noqa: E402
 
 g = None
 ready_s = None
+ready_procs = None  # the process list once ready, before any test launches apps
 
 
 def setUpModule():
-    global g, ready_s
+    global g, ready_s, ready_procs
     g = Guest("desktop", ["--user", "user", "--session", "desktop"])
     try:
         g.start()
         ready_s = g.wait_ready(90)
+        ready_procs = processes(g)
     except BaseException:
         g.stop()
         raise
@@ -61,18 +64,6 @@ def tree_names(node, out):
 
 
 class Desktop(unittest.TestCase):
-    def test_panel_is_drawn(self):
-        r = g.action("screenshot", {})
-        self.assertEqual(r.status, 200, r)
-        png = Png(r.body)
-        self.assertEqual((png.width, png.height), (1280, 800))
-        # Xfce's default panel is a strip at the top: many colours there
-        # (icons, text, clock), unlike a blank screen.
-        strip = {png.pixel(x, y) for y in range(0, 24, 2) for x in range(0, 1280, 4)}
-        self.assertGreater(len(strip), 8, "the top strip looks blank")
-        middle = {png.pixel(x, 400) for x in range(0, 1280, 8)}
-        self.assertNotEqual(strip, middle)
-
     def test_health(self):
         h = g.health()
         self.assertIs(h["display"], True)
@@ -136,11 +127,73 @@ class Desktop(unittest.TestCase):
         self.assertTrue(out[2].strip(), "no Latin font")
 
     def test_session_dirs_and_locale(self):
-        out = bash("stat -c '%U %a' /session/input /session/output /session/working; "
-                   "echo $LANG; date +%Z")["stdout"].split("\n")
-        self.assertEqual(out[:3], ["user 755"] * 3)
-        self.assertEqual(out[3], "C.UTF-8")
-        self.assertEqual(out[4], "UTC")
+        check_user_basics(self, g)
+
+    def test_panel_window(self):
+        # The xfce4-panel window (a dock: envd's windows action lists only
+        # managed windows) and its geometry: one strip across the top.
+        out = bash("for w in $(xprop -root _NET_CLIENT_LIST | sed 's/.*# //; s/,//g'); do "
+                   "xprop -id $w WM_CLASS | grep -q '\"xfce4-panel\"' && xwininfo -id $w; "
+                   "done")["stdout"]
+        geo = {k: int(v) for k, v in re.findall(
+            r"(Absolute upper-left X|Absolute upper-left Y|Width|Height):\s+(-?\d+)", out)}
+        self.assertEqual(len(geo), 4, "no xfce4-panel window:\n" + out)
+        self.assertEqual((geo["Absolute upper-left X"], geo["Absolute upper-left Y"],
+                          geo["Width"]), (0, 0, 1280), out)
+        h = geo["Height"]
+        self.assertTrue(16 <= h <= 64, out)
+        # The screenshot shows it: a solid background fills the panel's
+        # rectangle down to its last rows, and that colour is not the
+        # wallpaper's in a band of the same height below it.
+        png = Png(g.ok("screenshot", {}).body)
+        self.assertEqual((png.width, png.height), (1280, 800))
+        xs = range(0, 1280, 2)
+        inside = Counter(png.pixel(x, y)[:3] for y in range(1, h - 1) for x in xs)
+        bg, n = inside.most_common(1)[0]
+        self.assertGreater(n, 0.6 * sum(inside.values()), "no solid panel background")
+        self.assertGreater(sum(png.pixel(x, h - 2)[:3] == bg for x in xs), 0.8 * len(xs),
+                           "the panel's colour does not reach its bottom rows")
+        below = Counter(png.pixel(x, y)[:3] for y in range(h + 4, 2 * h + 4) for x in xs)
+        self.assertLess(below[bg], 0.05 * sum(below.values()),
+                        "the wallpaper below the panel has the panel's colour")
+
+    def test_no_services_but_envd(self):
+        session = ("Xvfb", "dbus-daemon", "at-spi-bus-laun", "xfce4-session")
+        # (comm is cut at 15 characters; a panel plugin's wrapper names itself
+        # panel-ID-PLUGIN; Thunar's daemon is D-Bus activated by xfdesktop)
+        allowed = "|".join(list(session) + [
+            "xfwm4", "xfsettingsd", "xfce4-panel", "panel-[0-9]+-.*", "wrapper-2.0",
+            "xfdesktop", "xfconfd", "at-spi2-registr", "Thunar"])
+        envd, procs, parts = check_only_envd(self, ready_procs, session, allowed)
+        self.assertEqual(envd["uid"], 0)
+        names = {p["comm"] for p in procs if p["pid"] in parts}
+        self.assertTrue({"xfwm4", "xfce4-panel", "xfdesktop"} <= names, names)
+        self.assertEqual({p["uid"] for p in procs if p["pid"] in parts}, {1000})
+
+    def test_firefox_accessibility_tree(self):
+        # (one Firefox at a time: a second start while one exits hands over
+        # to the dying one)
+        wait_until(lambda: bash("pgrep -x firefox-esr; true")["stdout"] == "", 60,
+                   "an earlier Firefox to exit")
+        r = g.ok("launch", {"app": "firefox-esr", "wait_s": 60}, timeout=90)
+        self.assertIsNotNone(r["window"], r)
+        try:
+            def firefox_tree():
+                t = g.ok("get_accessibility_tree", {"app": "Firefox", "max_depth": 20,
+                                                    "max_nodes": 3000})
+                names = []
+                for app in t["applications"]:
+                    tree_names(app, names)
+                return names if ("push button", "Reload") in names and \
+                    any(role == "document web" for role, _ in names) else None
+            names = wait_until(firefox_tree, 60, "Firefox's page and toolbar in the a11y tree")
+            self.assertTrue(any(role == "frame" and "Firefox" in (name or "")
+                                for role, name in names), names[:20])
+            self.assertIn(("combo box", "Search or enter address"), names)
+        finally:
+            g.action("close_window", {"id": r["window"]["id"]})
+            wait_until(lambda: bash("pgrep -x firefox-esr; true")["stdout"] == "", 60,
+                       "Firefox to exit")
 
 
 class Resolution(unittest.TestCase):

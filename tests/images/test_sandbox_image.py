@@ -2,7 +2,7 @@
 
 import unittest
 
-from guest import Guest
+from guest import Guest, check_only_envd, check_user_basics, processes
 
 g = None
 
@@ -49,6 +49,28 @@ class Sandbox(unittest.TestCase):
         lines = r["stdout"].split()
         self.assertNotEqual(lines[0], "0")  # su failed
         self.assertEqual(lines[1], "0")     # no setuid/setgid file anywhere
+
+
+    def test_user_environment(self):
+        check_user_basics(self, g)
+
+    def test_no_services_but_envd(self):
+        # Nothing but tini, envd and the command itself (bash and its ps).
+        envd, procs, _ = check_only_envd(self, processes(g), (), "")
+        others = sorted(p["comm"] for p in procs if p["pid"] not in (1, envd["pid"]))
+        self.assertTrue(set(others) <= {"bash", "ps"} and "ps" in others, procs)
+        # envd stays root (rootfs/README.md says why); what it runs is 1000.
+        self.assertEqual(envd["uid"], 0)
+        self.assertEqual({p["uid"] for p in procs if p["comm"] == "ps"}, {1000})
+
+    def test_commands_cannot_end_envd(self):
+        # kill -9 -1 ends every process the user may signal (but the
+        # caller): the sleep beside it, but not envd (root), which answers
+        # the next request.
+        r = g.ok("bash", {"command": "sleep 300 & s=$!; kill -9 -1; wait $s; echo $?"})
+        self.assertEqual(r["stdout"], "137\n", r)
+        r = g.ok("bash", {"command": "id -u"})
+        self.assertEqual(r["stdout"], "1000\n")
 
 
 if __name__ == "__main__":
