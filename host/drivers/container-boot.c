@@ -26,7 +26,6 @@
  * - Every step names itself in the error the caller gets back.
  */
 #include "container-boot.h"
-#include "guest-net.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,10 +61,10 @@ struct boot_report {
 	char message[480];
 };
 
-/* clone3's arguments, version 0 (64 bytes): the fields up to tls. */
 /* Mounts the launcher hands init: the image tree, sysfs, the disk. */
 #define BOOT_MOUNTS 3
 
+/* clone3's arguments, version 0 (64 bytes): the fields up to tls. */
 struct boot_clone_args {
 	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
 };
