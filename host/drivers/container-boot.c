@@ -618,8 +618,9 @@ static int boot_guest_netns(struct boot_launch *l, int *sysfs)
 	int fs = fsopen("sysfs", FSOPEN_CLOEXEC);
 	if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		boot_launch_fail(l, "create the guest's sysfs: %s", strerror(errno));
-	*sysfs = fsmount(fs, FSMOUNT_CLOEXEC,
-			 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	*sysfs =
+	    fsmount(fs, FSMOUNT_CLOEXEC,
+		    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	if (*sysfs < 0)
 		boot_launch_fail(l, "mount the guest's sysfs: %s", strerror(errno));
 	close(fs);
