@@ -250,7 +250,12 @@ common_init_script() {
 		*) set -- "$@" --session "$session" ;;
 		esac
 		cd /
-		exec tini -s -- /usr/local/bin/envd "$@"
+		# envd is root: it and everything it starts lose, for good (the bounding
+		# set), what could undo the network rules above or change the kernel
+		# under them: network administration, raw sockets, module loading,
+		# raw I/O, kexec. (envd needs CAP_SYS_TIME for the clock, kept.)
+		exec setpriv --bounding-set -net_admin,-net_raw,-sys_module,-sys_rawio,-sys_boot -- \
+		    tini -s -- /usr/local/bin/envd "$@"
 	EOF
 }
 

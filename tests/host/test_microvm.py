@@ -155,6 +155,16 @@ class Sandbox(unittest.TestCase):
             self.assertIn("10.0.2.3 dev eth0", out)
             self.assertEqual(out.count("Operation not permitted"), 3, out)
             self.assertTrue(out.rstrip().endswith("rc=2"), out)
+            # Nor can envd (root): tini and envd lack CAP_NET_ADMIN (12),
+            # CAP_NET_RAW (13), CAP_SYS_MODULE (16), CAP_SYS_RAWIO (17) and
+            # CAP_SYS_BOOT (22) for good; CAP_SYS_TIME (25) stays, for the clock.
+            caps = bash(cid, "for p in 1 $(pgrep -x envd); do "
+                        "awk '/^CapBnd/ {print $2}' /proc/$p/status; done")["stdout"].split()
+            self.assertEqual(len(caps), 2, caps)
+            for mask in caps:
+                bits = int(mask, 16)
+                self.assertEqual([b for b in (12, 13, 16, 17, 22) if bits >> b & 1], [], mask)
+                self.assertTrue(bits >> 25 & 1, mask)
 
         with self.subTest("the guest's clock is the host's"):
             guest = int(bash(cid, "date +%s")["stdout"])
