@@ -164,6 +164,8 @@ common_init_script() {
 		#   cubicle.token=TOKEN       required
 		#   cubicle.session=desktop   optional (default: /etc/cubicle/session)
 		#   cubicle.resolution=WxH    optional, the desktop's screen (envd's default)
+		#   cubicle.deny=A/N,...      required: IPv4 prefixes the guest may not reach
+		#                             (prohibit routes), besides 10.0.2.2
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 		export PATH
 
@@ -207,17 +209,35 @@ common_init_script() {
 		        session /session || echo "cubicle-init: cannot mount /session" >&2
 		fi
 
-		token= session= resolution=
+		token= session= resolution= deny=
 		[ -r /etc/cubicle/session ] && read -r session </etc/cubicle/session
 		for arg in $(cat /proc/cmdline); do
 		    case "$arg" in
 		    cubicle.token=*) token=${arg#cubicle.token=} ;;
+		    cubicle.deny=*) deny=${arg#cubicle.deny=} ;;
 		    cubicle.session=*) session=${arg#cubicle.session=} ;;
 		    cubicle.resolution=*) resolution=${arg#cubicle.resolution=} ;;
 		    esac
 		done
 		if [ -z "$token" ]; then
 		    echo "cubicle-init: no cubicle.token= on the kernel command line" >&2
+		    exec sh
+		fi
+
+		# Outbound only: QEMU's user networking makes the guest's connections
+		# from the host, so without this the guest reaches the host's own
+		# addresses and link-local (cubicle.deny=, the host driver's list), and
+		# 10.0.2.2 is the host's loopback. Replies to the host's forward to envd
+		# come from envd's port to 10.0.2.2 and pass; the user, without
+		# CAP_NET_ADMIN, cannot undo any of it. Without it, no envd.
+		fail=
+		for net in $(echo "$deny" | tr , ' '); do
+		    ip route add prohibit "$net" || fail=1
+		done
+		ip rule add to 10.0.2.2 ipproto 6 sport 7777 lookup main pref 100 || fail=1
+		ip rule add to 10.0.2.2 prohibit pref 101 || fail=1
+		if [ -n "$fail" ] || [ -z "$deny" ]; then
+		    echo "cubicle-init: cannot keep the guest away from the host (cubicle.deny=$deny)" >&2
 		    exec sh
 		fi
 		(umask 077 && printf '%s\n' "$token" >/run/envd.token)
@@ -238,7 +258,12 @@ common_init_script() {
 		desktop:*) set -- "$@" --resolution "$resolution" ;;
 		esac
 		cd /
-		exec tini -s -- /usr/local/bin/envd "$@"
+		# envd is root: it and everything it starts lose, for good (the bounding
+		# set), what could undo the network rules above or change the kernel
+		# under them: network administration, raw sockets, module loading,
+		# raw I/O, kexec. (envd needs CAP_SYS_TIME for the clock, kept.)
+		exec setpriv --bounding-set -net_admin,-net_raw,-sys_module,-sys_rawio,-sys_boot -- \
+		    tini -s -- /usr/local/bin/envd "$@"
 	EOF
 }
 

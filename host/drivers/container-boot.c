@@ -33,7 +33,6 @@
 #include <linux/close_range.h>
 #include <linux/loop.h>
 #include <linux/seccomp.h>
-#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -61,6 +60,9 @@ struct boot_report {
 	unsigned long long slirp_start;
 	char message[480];
 };
+
+/* Mounts the launcher hands init: the image tree, sysfs, the disk. */
+#define BOOT_MOUNTS 3
 
 /* clone3's arguments, version 0 (64 bytes): the fields up to tls. */
 struct boot_clone_args {
@@ -148,15 +150,15 @@ static int boot_poll_in(int fd, int timeout_ms)
 
 /* ---- the guest's init, from clone to exec -------------------------------- */
 
-/* Receives the mounts the launcher made (the idmapped image tree, then the
- * disk if any): how many, or -1 when it gave up. */
-static int boot_recv_mounts(int sock, int fds[2])
+/* Receives the mounts the launcher made (the idmapped image tree, sysfs,
+ * then the disk if any): how many, or -1 when it gave up. */
+static int boot_recv_mounts(int sock, int fds[BOOT_MOUNTS])
 {
 	char byte;
 	struct iovec iov = {&byte, 1};
 	union {
 		struct cmsghdr hdr;
-		char buf[CMSG_SPACE(2 * sizeof(int))];
+		char buf[CMSG_SPACE(BOOT_MOUNTS * sizeof(int))];
 	} u;
 	struct msghdr msg = {.msg_iov = &iov,
 			     .msg_iovlen = 1,
@@ -170,7 +172,7 @@ static int boot_recv_mounts(int sock, int fds[2])
 		return -1;
 	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(sizeof(int)) ||
-	    c->cmsg_len > CMSG_LEN(2 * sizeof(int)))
+	    c->cmsg_len > CMSG_LEN(BOOT_MOUNTS * sizeof(int)))
 		return -1;
 	int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
 	memcpy(fds, CMSG_DATA(c), (size_t)count * sizeof(int));
@@ -253,23 +255,6 @@ static int boot_overlay(int sock, int tree, int upper, int work)
 	return m;
 }
 
-/* Brings the loopback interface of the new network namespace up. */
-static void boot_loopback_up(int sock)
-{
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		boot_die(sock, "socket for lo", errno, NULL);
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof(ifr));
-	memcpy(ifr.ifr_name, "lo", 3);
-	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-		boot_die(sock, "get lo flags", errno, NULL);
-	ifr.ifr_flags |= IFF_UP;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-		boot_die(sock, "bring lo up", errno, NULL);
-	close(s);
-}
-
 /* /dev: a tmpfs with the host's harmless device nodes bound in, a private
  * devpts and a tmpfs for POSIX shared memory. Relative to the new root. */
 static void boot_dev(int sock)
@@ -329,10 +314,10 @@ static void boot_init(const struct boot_plan *p, int sock, int lifeline)
 {
 	/* Until the boot is done, a dying launcher takes init with it. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	int mounts[2] = {-1, -1};
-	if (boot_recv_mounts(sock, mounts) < 1)
+	int mounts[BOOT_MOUNTS] = {-1, -1, -1};
+	if (boot_recv_mounts(sock, mounts) < 2)
 		_exit(1); /* the launcher gave up and says why itself */
-	int tree = mounts[0], disk = mounts[1];
+	int tree = mounts[0], sysfs = mounts[1], disk = mounts[2];
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		boot_die(sock, "make mounts private", errno, NULL);
@@ -364,7 +349,6 @@ static void boot_init(const struct boot_plan *p, int sock, int lifeline)
 		boot_die(sock, "sethostname", errno, NULL);
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		boot_die(sock, "cgroup namespace", errno, NULL);
-	boot_loopback_up(sock);
 
 	if (move_mount(tree, "", lower, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 		boot_die(sock, "attach the image", errno, NULL);
@@ -375,8 +359,8 @@ static void boot_init(const struct boot_plan *p, int sock, int lifeline)
 		boot_die(sock, "enter the overlay", errno, NULL);
 
 	boot_mount(sock, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	boot_mount(sock, "sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		   NULL);
+	if (move_mount(sysfs, "", AT_FDCWD, "sys", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		boot_die(sock, "attach sysfs", errno, NULL);
 	boot_dev(sock);
 	boot_proc_mask(sock);
 	boot_mount(sock, "tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
@@ -453,16 +437,17 @@ static void boot_launch_fail(struct boot_launch *l, const char *fmt, ...)
 	_exit(1);
 }
 
-/* Hands init its mounts: the image tree, and the disk when there is one. */
-static void boot_send_mounts(struct boot_launch *l, int sock, int tree, int disk)
+/* Hands init its mounts: the image tree, sysfs, and the disk when there is
+ * one. */
+static void boot_send_mounts(struct boot_launch *l, int sock, int tree, int sysfs, int disk)
 {
 	char byte = 'T';
 	struct iovec iov = {&byte, 1};
-	int fds[2] = {tree, disk};
-	size_t n = disk >= 0 ? 2 : 1;
+	int fds[BOOT_MOUNTS] = {tree, sysfs, disk};
+	size_t n = disk >= 0 ? 3 : 2;
 	union {
 		struct cmsghdr hdr;
-		char buf[CMSG_SPACE(2 * sizeof(int))];
+		char buf[CMSG_SPACE(BOOT_MOUNTS * sizeof(int))];
 	} u;
 	memset(&u, 0, sizeof(u));
 	struct msghdr msg = {.msg_iov = &iov,
@@ -608,6 +593,40 @@ static void boot_wait_exec(struct boot_launch *l, int sock)
 		boot_launch_fail(l, "waiting for the guest: %s", strerror(errno));
 }
 
+/*
+ * Moves the launcher into a new network namespace for init to inherit,
+ * with lo up and a "prohibit" route for each destination of the plan's
+ * deny list (guest-net.h). The namespace belongs to the host's user
+ * namespace, not the guest's: nobody in the guest, its root included, has
+ * CAP_NET_ADMIN over it, so the routes stay (and no raw socket opens).
+ * For the same reason the guest may not mount its sysfs (sysfs belongs to
+ * the network namespace's owner): *sysfs is a detached read-only sysfs
+ * made here for init to attach, as Docker's runtime does for its
+ * containers. Returns a descriptor on the host's network namespace to go
+ * back to.
+ */
+static int boot_guest_netns(struct boot_launch *l, int *sysfs)
+{
+	int hostnet = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (hostnet < 0)
+		boot_launch_fail(l, "open the host's network namespace: %s", strerror(errno));
+	if (unshare(CLONE_NEWNET) < 0)
+		boot_launch_fail(l, "create the guest's network namespace: %s", strerror(errno));
+	const char *step;
+	if (guest_net_apply(l->p->deny, &step) < 0)
+		boot_launch_fail(l, "guest network: %s: %s", step, strerror(errno));
+	int fs = fsopen("sysfs", FSOPEN_CLOEXEC);
+	if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		boot_launch_fail(l, "create the guest's sysfs: %s", strerror(errno));
+	*sysfs =
+	    fsmount(fs, FSMOUNT_CLOEXEC,
+		    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	if (*sysfs < 0)
+		boot_launch_fail(l, "mount the guest's sysfs: %s", strerror(errno));
+	close(fs);
+	return hostnet;
+}
+
 /* slirp4netns, in the computer's cgroups, attached to init's network
  * namespace; waits until it has configured the guest's interface. */
 static void boot_slirp(struct boot_launch *l, int lifeline)
@@ -615,8 +634,8 @@ static void boot_slirp(struct boot_launch *l, int lifeline)
 	int ready[2];
 	if (pipe2(ready, O_CLOEXEC) < 0)
 		boot_launch_fail(l, "pipe: %s", strerror(errno));
-	char pid_s[16];
-	snprintf(pid_s, sizeof(pid_s), "%d", (int)l->init);
+	char netns[48];
+	snprintf(netns, sizeof(netns), "/proc/%d/ns/net", (int)l->init);
 	pid_t s = fork();
 	if (s < 0)
 		boot_launch_fail(l, "fork slirp4netns: %s", strerror(errno));
@@ -634,7 +653,8 @@ static void boot_slirp(struct boot_launch *l, int lifeline)
 				      "--enable-seccomp",
 				      "--ready-fd=3",
 				      "--exit-fd=4",
-				      pid_s,
+				      "--netns-type=path",
+				      netns,
 				      "tap0",
 				      NULL};
 		char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
@@ -688,10 +708,11 @@ static void boot_launcher(const struct boot_plan *p, int report)
 	int lifeline[2];
 	if (pipe2(lifeline, O_CLOEXEC) < 0)
 		boot_launch_fail(&l, "pipe: %s", strerror(errno));
+	int sysfs;
+	int hostnet = boot_guest_netns(&l, &sysfs);
 	struct boot_clone_args ca;
 	memset(&ca, 0, sizeof(ca));
-	ca.flags =
-	    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET;
+	ca.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC;
 	ca.exit_signal = SIGCHLD;
 	long pid = syscall(SYS_clone3, &ca, sizeof(ca));
 	if (pid < 0)
@@ -706,6 +727,10 @@ static void boot_launcher(const struct boot_plan *p, int report)
 	l.init = (pid_t)pid;
 	close(sv[1]);
 	close(lifeline[1]);
+	/* Back to the host's network: slirp4netns makes its connections there. */
+	if (setns(hostnet, CLONE_NEWNET) < 0)
+		boot_launch_fail(&l, "return to the host's network namespace: %s", strerror(errno));
+	close(hostnet);
 
 	char map[64], path[64];
 	snprintf(map, sizeof(map), "0 %u 65536\n", p->uid_base);
@@ -722,8 +747,9 @@ static void boot_launcher(const struct boot_plan *p, int report)
 	int disk = boot_disk_mount(&l);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	boot_send_mounts(&l, sv[0], tree, disk);
+	boot_send_mounts(&l, sv[0], tree, sysfs, disk);
 	close(tree);
+	close(sysfs);
 	if (disk >= 0)
 		close(disk);
 	boot_wait_exec(&l, sv[0]);

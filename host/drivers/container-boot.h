@@ -4,9 +4,12 @@
  *
  *   caller (cubicled, any thread)
  *     └─ fork: launcher (setsid; exits when the boot is done)
- *          ├─ clone3(NEWUSER|NEWPID|NEWNS|NEWUTS|NEWIPC|NEWNET): init
- *          │    waits for the launcher, mounts the root, pivots, applies
- *          │    no_new_privs + seccomp, execs tini → envd
+ *          ├─ unshare(NEWNET): the guest's network namespace, owned by
+ *          │    the host's root, lo up and the deny list's routes in it
+ *          ├─ clone3(NEWUSER|NEWPID|NEWNS|NEWUTS|NEWIPC): init, in that
+ *          │    network namespace; waits for the launcher, mounts the root,
+ *          │    pivots, applies no_new_privs + seccomp, execs tini → envd
+ *          ├─ setns back to the host's network namespace
  *          └─ fork: slirp4netns, attached to init's network namespace
  *
  * The launcher, running as the host's root, writes init's uid/gid maps,
@@ -27,6 +30,7 @@
 
 #include "cgroup.h"
 #include "err.h"
+#include "guest-net.h"
 
 struct boot_plan {
 	const char *dir;	  /* the computer's host directory: holds lower/ upper/
@@ -42,8 +46,9 @@ struct boot_plan {
 	int log_fd;	   /* the guest's stdout and stderr */
 	char *const *argv; /* the guest's init, a path inside the image */
 	char *const *envp;
-	const char *slirp_path; /* slirp4netns executable */
-	int timeout_ms;		/* for the whole boot (until the init has exec'd) */
+	const char *slirp_path;		   /* slirp4netns executable */
+	const struct guest_net_deny *deny; /* prohibit routes in the guest's network */
+	int timeout_ms;			   /* for the whole boot (until the init has exec'd) */
 };
 
 struct boot_result {

@@ -5,7 +5,9 @@
  * upper/ directory, run by tini + envd as pid 1 of fresh user, pid, mount,
  * uts, ipc, net and cgroup namespaces, inside cgroups that enforce its size,
  * under no_new_privs and a seccomp filter, with outbound-only networking
- * from slirp4netns. envd listens on <dir>/io/envd.sock.
+ * from slirp4netns in a network namespace the guest cannot administer,
+ * whose routes keep it from the host's addresses and the link-local range
+ * (guest-net.h). envd listens on <dir>/io/envd.sock.
  *
  * Layout of c->dir (all of it the driver's):
  *   disk.ext4      the computer's disk of the size's disk_mb (sparse): an
@@ -61,6 +63,7 @@
 #include "cgroup.h"
 #include "container-boot.h"
 #include "drvutil.h"
+#include "guest-net.h"
 #include "guest-seccomp.h"
 #include "uidrange.h"
 
@@ -515,6 +518,9 @@ static int ct_start(struct driver_computer *c, struct err *e)
 		    "container: slirp4netns is not installed (apt-get install slirp4netns)");
 	if (ct_write_token(c, base, e) < 0 || ct_prepare_session(c, base, e) < 0)
 		return -1;
+	struct guest_net_deny deny;
+	if (guest_net_deny_host(&deny, e) < 0)
+		return -1;
 	char disk[4096];
 	bool limited = ct_disk_limited(c);
 	if (limited && (ct_path(c, CT_DISK, disk, sizeof(disk), e) < 0 ||
@@ -572,6 +578,7 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	    .argv = argv,
 	    .envp = envp,
 	    .slirp_path = slirp,
+	    .deny = &deny,
 	    .timeout_ms = CT_START_TIMEOUT,
 	};
 	struct boot_result r;

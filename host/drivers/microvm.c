@@ -68,6 +68,7 @@
 #include "cgroup.h"
 #include "container-boot.h"
 #include "drvutil.h"
+#include "guest-net.h"
 #include "kvmprobe.h"
 #include "qmp.h"
 #include "uidrange.h"
@@ -365,13 +366,20 @@ static long vm_tsc_khz(void)
 	return (long)(mhz * 1000);
 }
 
-/* vm/qemu.conf: the machine, kernel and command line (with the token). */
+/* vm/qemu.conf: the machine, kernel and command line (with the token and
+ * the destinations cubicle-init denies the guest: guest-net.h). */
 static int vm_write_conf(struct driver_computer *c, const char *image, unsigned uid, struct err *e)
 {
 	if (!c->envd_token || strlen(c->envd_token) < 16 ||
 	    strspn(c->envd_token, "0123456789abcdefABCDEF_-") != strlen(c->envd_token))
 		return err_set(e, ERR_INVALID,
 			       "vm: the envd token must be at least 16 characters of [0-9a-f_-]");
+	struct guest_net_deny deny;
+	char deny_s[GUEST_NET_DENY_MAX * 20];
+	if (guest_net_deny_host(&deny, e) < 0)
+		return -1;
+	if (guest_net_deny_format(&deny, deny_s, sizeof deny_s) < 0)
+		return err_set(e, ERR_INTERNAL, "vm: the deny list does not fit");
 	char path[4200];
 	if (vm_path(c, "qemu.conf", path, sizeof path, e) < 0)
 		return -1;
@@ -402,9 +410,10 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 		"  initrd = \"%s/initrd.img\"\n"
 		"  append = \"console=ttyS0 root=/dev/vda rw panic=-1 quiet%s "
 		"init=/sbin/cubicle-init cubicle.session=%s cubicle.resolution=%dx%d "
-		"cubicle.token=%s\"\n",
+		"cubicle.deny=%s cubicle.token=%s\"\n",
 		vm_qemu_image(c, image), vm_qemu_image(c, image), tsc, desktop ? "desktop" : "none",
-		c->width > 0 ? c->width : 1280, c->height > 0 ? c->height : 800, c->envd_token);
+		c->width > 0 ? c->width : 1280, c->height > 0 ? c->height : 800, deny_s,
+		c->envd_token);
 	bool ok = fchown(fd, uid, uid) == 0;
 	ok = fclose(f) == 0 && ok;
 	if (!ok)

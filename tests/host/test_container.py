@@ -23,6 +23,7 @@ stopped computer would leave two zombies in the process table.
 
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import re
@@ -40,12 +41,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "images"))
 from guest import UnixConnection, IMAGES, http_call  # noqa: E402
 from harness import BUILD, Response, wait_until  # noqa: E402
+import hostnet  # noqa: E402
 
 DRIVERTOOL = os.path.join(BUILD, "tests", "drivertool")
 UID_FIRST = 0x80000  # the driver's first uid range (systemd's container range)
 
 libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_CHILD_SUBREAPER = 36
+NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace owning a namespace
 
 
 def image(name):
@@ -660,6 +663,51 @@ class Network(ContainerTest):
                      "awk '$2 == \"00000000\" {print $1}' /proc/net/route")["stdout"].split()
         self.assertEqual(out, ["unknown", "tap0"])
 
+
+    def test_the_host_and_link_local_are_unreachable_and_outbound_works(self):
+        with hostnet.HostTargets() as t:
+            self.assertTrue(t.host_reaches_link_local())
+            c = self.computer().create().start()
+            remote = (t.remote, t.remote_port)
+            ll = (t.link_local, t.remote_port)
+            lo = ("10.0.2.2", t.host_port("127.0.0.1"))
+            targets = t.host_targets() + [remote, ll, lo]
+            out = c.request("POST", "/v1/actions/python", {
+                "code": hostnet.probe_code(targets), "timeout_s": 60}, timeout=90).json
+            res = json.loads(out["stdout"])
+            key = "%s:%d"
+            # Outbound: a machine that is not the host answers.
+            self.assertEqual(res.pop(key % remote), "connected: remote", res)
+            # The host's addresses and link-local: the guest's own routes say no.
+            # 10.0.2.2 (the host's loopback): slirp4netns' own option says no.
+            self.assertIn(res.pop(key % lo), ("ECONNREFUSED", "ENETUNREACH"))
+            # 127.0.0.1 is the guest's own loopback, where nothing listens.
+            self.assertEqual(res.pop(key % ("127.0.0.1", t.host_port("127.0.0.1"))),
+                             "ECONNREFUSED")
+            self.assertEqual(set(res.values()), {"EACCES"}, res)
+            self.assertEqual(len(res), len(t.host_targets()))  # - 127.0.0.1 + link-local
+            self.assertEqual(t.reached(), [])
+            # The routes, which the user cannot remove: nobody in the guest
+            # has CAP_NET_ADMIN over a network namespace the host's root owns.
+            out = c.bash("ip route show type prohibit; ip route get 10.0.2.3; "
+                         "ip route del 169.254.0.0/16 2>&1; "
+                         "ip route del prohibit %s 2>&1; echo rc=$?" % t.host_end,
+                         ok=False)["stdout"]
+            self.assertIn("169.254.0.0/16", out)
+            self.assertIn("prohibit %s " % t.host_end, out)
+            self.assertRegex(out, r"10\.0\.2\.3 via 10\.0\.2\.2 dev tap0|10\.0\.2\.3 dev tap0")
+            self.assertIn("Operation not permitted", out)
+            self.assertTrue(out.rstrip().endswith("rc=2"), out)
+            self.assertIn("prohibit 169.254.0.0/16", c.bash("ip route show type prohibit")[
+                "stdout"])
+            init = c.state["init_pid"]
+            fd = os.open("/proc/%d/ns/net" % init, os.O_RDONLY)
+            try:
+                owner = fcntl.ioctl(fd, NS_GET_USERNS)
+                self.assertEqual(os.fstat(owner).st_ino, os.stat("/proc/self/ns/user").st_ino)
+                os.close(owner)
+            finally:
+                os.close(fd)
 
     def test_one_computer_cannot_reach_another(self):
         # A port nothing on the host listens on.

@@ -17,6 +17,7 @@ import unittest
 
 from cubicled import Cubicled, http_call, wait_until
 import harness  # noqa: E402 (on the path once cubicled is imported)
+import hostnet
 
 srv = None
 key = None
@@ -97,6 +98,9 @@ class Sandbox(unittest.TestCase):
     """One sandbox VM through its whole life (a boot under TCG costs ~10-30 s)."""
 
     def test_sandbox_life(self):
+        # Before the VM starts: the driver takes the host's addresses then.
+        net = hostnet.HostTargets().__enter__()
+        self.addCleanup(net.close)
         t = time.monotonic()
         c = srv.computer(key, kind="sandbox", size="xs", isolation="vm", timeout_s=170)
         print("\nsandbox vm: running after %.1f s" % (time.monotonic() - t), file=sys.stderr)
@@ -120,6 +124,47 @@ class Sandbox(unittest.TestCase):
             path = "/v1/computers/%s/files?path=/home/user/blob.bin" % cid
             srv.ok("PUT", path, data, key=key)
             self.assertEqual(srv.req("GET", path, key=key).body, data)
+
+        with self.subTest("outbound only: not the host, not link-local, not 10.0.2.2"):
+            self.assertTrue(net.host_reaches_link_local())
+            remote = (net.remote, net.remote_port)
+            lo = ("10.0.2.2", net.host_port("127.0.0.1"))
+            targets = net.host_targets() + [remote, (net.link_local, net.remote_port), lo]
+            out = srv.act(cid, "python", {"code": hostnet.probe_code(targets),
+                                          "timeout_s": 90}, key=key)
+            res = json.loads(out["stdout"])
+            key_of = "%s:%d"
+            # Outbound: a machine that is not the host answers.
+            self.assertEqual(res.pop(key_of % remote), "connected: remote", res)
+            # 127.0.0.1 is the guest's own loopback, where nothing listens.
+            self.assertEqual(res.pop(key_of % ("127.0.0.1", lo[1])), "ECONNREFUSED")
+            # QEMU maps 10.0.2.2 to the host's loopback: cubicle-init's rule
+            # says no, like the routes to the host's addresses and link-local.
+            self.assertEqual(set(res.values()), {"EACCES"}, res)
+            self.assertEqual(len(res), len(net.host_targets()) + 1)
+            self.assertEqual(net.reached(), [])
+            out = bash(cid, "ip rule; ip route show type prohibit; ip route get 10.0.2.3; "
+                       "ip rule del pref 101 2>&1; ip route del 169.254.0.0/16 2>&1; "
+                       "ip route del prohibit %s 2>&1; echo rc=$?" % net.host_end)["stdout"]
+            # (no /etc/protocols in the image: TCP shows as ipproto-6)
+            self.assertRegex(out, r"100:\s+from all to 10\.0\.2\.2 "
+                                  r"ipproto (tcp|ipproto-6) sport 7777 lookup main")
+            self.assertRegex(out, r"101:\s+from all to 10\.0\.2\.2 prohibit")
+            self.assertIn("169.254.0.0/16", out)
+            self.assertIn("prohibit %s " % net.host_end, out)
+            self.assertIn("10.0.2.3 dev eth0", out)
+            self.assertEqual(out.count("Operation not permitted"), 3, out)
+            self.assertTrue(out.rstrip().endswith("rc=2"), out)
+            # Nor can envd (root): tini and envd lack CAP_NET_ADMIN (12),
+            # CAP_NET_RAW (13), CAP_SYS_MODULE (16), CAP_SYS_RAWIO (17) and
+            # CAP_SYS_BOOT (22) for good; CAP_SYS_TIME (25) stays, for the clock.
+            caps = bash(cid, "for p in 1 $(pgrep -x envd); do "
+                        "awk '/^CapBnd/ {print $2}' /proc/$p/status; done")["stdout"].split()
+            self.assertEqual(len(caps), 2, caps)
+            for mask in caps:
+                bits = int(mask, 16)
+                self.assertEqual([b for b in (12, 13, 16, 17, 22) if bits >> b & 1], [], mask)
+                self.assertTrue(bits >> 25 & 1, mask)
 
         with self.subTest("the guest's clock is the host's"):
             guest = int(bash(cid, "date +%s")["stdout"])
