@@ -305,3 +305,13 @@ def start_desktop_and_envd(**desktop_kw):
         desk.stop()
         raise
     return desk, envd
+
+
+def stop_desktop_and_envd(desk, envd):
+    """Stops what start_desktop_and_envd started (either may be None)."""
+    try:
+        if envd:
+            envd.stop()
+    finally:
+        if desk:
+            desk.stop()

@@ -124,11 +124,8 @@ def setUpModule():
 
 def tearDownModule():
     try:
-        if envd:
-            envd.stop()
+        harness.stop_desktop_and_envd(desk, envd)
     finally:
-        if desk:
-            desk.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

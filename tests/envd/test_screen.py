@@ -33,12 +33,7 @@ def setUpModule():
 
 
 def tearDownModule():
-    try:
-        if envd:
-            envd.stop()
-    finally:
-        if desk:
-            desk.stop()
+    harness.stop_desktop_and_envd(desk, envd)
 
 
 class Jpeg:

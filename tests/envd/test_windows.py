@@ -48,11 +48,8 @@ def tearDownModule():
         except (ProcessLookupError, PermissionError):
             pass
     try:
-        if envd:
-            envd.stop()
+        harness.stop_desktop_and_envd(desk, envd)
     finally:
-        if desk:
-            desk.stop()
         shutil.rmtree(data_home, ignore_errors=True)
 
 
