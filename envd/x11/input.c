@@ -519,12 +519,26 @@ int desk_hotkey(struct desk *d, const char *const *keys, size_t n, struct err *e
  */
 #define INPUT_SETTLE_MS 1000
 
+/*
+ * Sends the injected events (lock held). Without a settle to follow, XSync
+ * waits until the server has processed them; with one, input_settle's first
+ * XQueryPointer is that round trip already (its reply comes after every
+ * request before it), so a flush is enough and a click costs one round trip.
+ */
+static void input_done(struct desk *d, bool settle_follows)
+{
+	if (settle_follows)
+		XFlush(d->dpy);
+	else
+		XSync(d->dpy, False);
+}
+
 static void input_settle(struct desk *d, int x, int y, unsigned button, bool down)
 {
 	unsigned bit = button >= 1 && button <= 5 ? Button1Mask << (button - 1) : 0;
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (int pause_us = 100;; pause_us = pause_us < 4000 ? pause_us * 2 : pause_us) {
+	for (int pause_us = 25;; pause_us = pause_us < 4000 ? pause_us * 2 : pause_us) {
 		Window root_ret, child;
 		int px, py, wx, wy;
 		unsigned mask;
@@ -574,7 +588,7 @@ int desk_move(struct desk *d, int x, int y, struct err *e)
 	if (desk_lock(d, e) < 0)
 		return -1;
 	input_motion(d, x, y);
-	XSync(d->dpy, False);
+	input_done(d, true);
 	desk_unlock(d);
 	input_settle(d, x, y, 0, false);
 	return 0;
@@ -593,7 +607,7 @@ int desk_click(struct desk *d, const struct desk_point *at, enum desk_button but
 		XTestFakeButtonEvent(d->dpy, (unsigned)button, True, CurrentTime);
 		XTestFakeButtonEvent(d->dpy, (unsigned)button, False, CurrentTime);
 	}
-	XSync(d->dpy, False);
+	input_done(d, at != NULL);
 	desk_unlock(d);
 	if (at)
 		input_settle(d, at->x, at->y, (unsigned)button, false);
@@ -608,7 +622,7 @@ int desk_button(struct desk *d, const struct desk_point *at, enum desk_button bu
 	if (at)
 		input_motion(d, at->x, at->y);
 	XTestFakeButtonEvent(d->dpy, (unsigned)button, down ? True : False, CurrentTime);
-	XSync(d->dpy, False);
+	input_done(d, at != NULL);
 	desk_unlock(d);
 	if (at)
 		input_settle(d, at->x, at->y, (unsigned)button, down);
