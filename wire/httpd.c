@@ -320,6 +320,12 @@ static void exchange_start(struct httpd *h, struct exchange *x)
 	x->next = h->jobs;
 	h->jobs = x;
 	pthread_mutex_unlock(&h->lock);
+	/* The handler may take long on purpose (a wait for a state, a long
+	 * command, a cold boot): lws's own timeout (timeout_secs, which a
+	 * request without a body is left under after its headers) must not
+	 * close the connection under it. A client that goes away is still
+	 * noticed, and the handlers bound their own time. */
+	lws_set_timeout(x->wsi, NO_PENDING_TIMEOUT, 0);
 }
 
 /* Finished jobs whose clients are still there get their response sent. */
