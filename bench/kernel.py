@@ -16,8 +16,10 @@ by side on the same image disk.
    scratch directory whose images hard-link the built disk.ext4 beside the
    small kernel; the shared image cache is never written): create → envd
    ready, QEMU's memory, a check that the guest works (uname, id -u, a file
-   written and read back, /session on 9p, python), stop (snapshot) and
-   start (restore) → the file still there.
+   written and read back, python; a desktop's virtio-serial port and a
+   screenshot), stop (snapshot) and start (restore) → the file still there;
+   then a sandbox with a session: /session on 9p (the host reads what the
+   guest wrote), stop and start (a cold boot) → bash.
 
 Runs alternate between the kernels so a busy machine hurts both alike.
 Figures are medians."""
