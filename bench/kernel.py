@@ -94,7 +94,8 @@ def serial_boot(image, work):
     os.makedirs(session, exist_ok=True)
     khz = tsc_khz()
     append = ("console=ttyS0 root=/dev/vda rw panic=-1 printk.time=1%s "
-              "init=/sbin/cubicle-init cubicle.session=none cubicle.token=%s"
+              "init=/sbin/cubicle-init cubicle.session=none cubicle.deny=169.254.0.0/16 "
+              "cubicle.token=%s"
               % (" tsc_early_khz=%d" % khz if khz else "", secrets.token_hex(16)))
     kvm = ACCEL == "kvm"
     argv = ["qemu-system-x86_64", "-nodefaults", "-no-user-config", "-display", "none",
