@@ -208,7 +208,7 @@ class BuildImage(unittest.TestCase):
         self.assertTrue(os.path.isdir(work))
         self.assertEqual(mounts_under(self.tmp), [])
         self.assertFalse([e for e in os.listdir(self.cache)
-                          if e.startswith(("sandbox-", "base-", "kernel-"))])
+                          if e.startswith(("sandbox-", "base-", "small-kernel-"))])
 
         # The next build, with the current base tree and kernel at hand,
         # removes the leftover and completes. (Without them, when the shared
@@ -248,7 +248,7 @@ class BuildImage(unittest.TestCase):
                 if e.startswith("base-sandbox-") and \
                         os.stat(os.path.join(p, "rootfs", "etc", "passwd")).st_ino == ino:
                     found["base"] = e
-                elif e.startswith("kernel-") and os.stat(os.path.join(p, "vmlinuz")).st_ino == kino:
+                elif e.startswith("small-kernel-") and os.stat(os.path.join(p, "vmlinuz")).st_ino == kino:
                     found["kernel"] = e
             except OSError:
                 continue
