@@ -276,6 +276,7 @@ class BuildImage(unittest.TestCase):
                 continue
         if any(k not in found for k in kinds):
             return False
+        os.makedirs(self.cache, exist_ok=True)
         for e in (found[k] for k in kinds):
             subprocess.run(["cp", "-al", os.path.join(shared, e), os.path.join(self.cache, e)],
                            check=True)
