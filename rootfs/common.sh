@@ -3,7 +3,8 @@
 # A recipe (rootfs/NAME.recipe) adds its packages and a configure step; this
 # file holds what all images have in common: apt settings, the user, locale,
 # timezone, the microVM init, hardening (no setuid, root locked) and the
-# final cleanup, and the kernel + initrd step. Functions take the tree's path
+# final cleanup (the microVM's kernel is rootfs/small-kernel's, built apart
+# by build-image). Functions take the tree's path
 # as $1 and run commands inside it with in_chroot / chroot_apt (build-image).
 # Any change here changes every image's hash, so every image is rebuilt.
 
@@ -15,16 +16,6 @@ COMMON_PACKAGES=(
 	bash coreutils ca-certificates curl python3 tini tzdata
 	procps less iproute2 xz-utils unzip
 	e2fsprogs # resize2fs: cubicle-init grows the root to the VM's disk size
-)
-
-# The microVM's kernel: Debian's generic flavour (the cloud one has no 9p,
-# which /session needs) and an initramfs-tools initrd holding only these
-# modules, loaded before the root is mounted so root=/dev/vda works under
-# -M microvm (virtio-mmio devices found through ACPI; crc32c is built in).
-KERNEL_PACKAGES=(linux-image-amd64 initramfs-tools zstd)
-KERNEL_MODULES=(
-	virtio virtio_ring virtio_mmio virtio_blk virtio_net virtio_console
-	virtio_rng vsock vmw_vsock_virtio_transport ext4 9pnet 9pnet_virtio 9p
 )
 
 # Writes stdin to the tree file $2 (mode $3, default 0644), replacing it.
@@ -308,45 +299,4 @@ common_finish() {
 	done
 	find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} + 2>/dev/null || true
 	put "$root" /etc/resolv.conf <<<"nameserver 10.0.2.3"
-}
-
-# Writes the kernel inside the bzImage $1 to $2 as the plain ELF: QEMU boots
-# it through its PVH entry, without the decompression that costs ~3.5 s of
-# an XZ kernel's boot under TCG (0.7 s for the ELF). The bzImage itself when
-# it holds no XZ stream.
-common_kernel_elf() {
-	local bz=$1 out=$2 off
-	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$bz" | head -n1 | cut -d: -f1)
-	# (through a file: under pipefail, tail would die of SIGPIPE when xz
-	# stops at the stream's end)
-	if [[ -n $off ]] && tail -c +$((off + 1)) "$bz" >"$out.xz" &&
-		xz -dc --single-stream "$out.xz" >"$out" 2>/dev/null &&
-		[[ $(od -An -tx1 -N4 "$out" | tr -d ' ') == 7f454c46 ]]; then
-		rm -f "$out.xz"
-		return 0
-	fi
-	rm -f "$out.xz"
-	cp "$bz" "$out"
-}
-
-# Installs the kernel and initramfs-tools in the throwaway tree $1 and copies
-# vmlinuz, initrd.img and version to $2.
-common_kernel_build() {
-	local root=$1 out=$2 version
-	common_apt_setup "$root" "$WORK/sources"
-	put "$root" /etc/initramfs-tools/modules < <(printf '%s\n' "${KERNEL_MODULES[@]}")
-	put "$root" /etc/initramfs-tools/conf.d/cubicle.conf <<-'EOF'
-		MODULES=list
-		BUSYBOX=n
-		COMPRESS=zstd
-		RESUME=none
-	EOF
-	run_logged chroot_apt "$root" update || die "apt-get update (kernel) failed (log: $LOG)"
-	run_logged chroot_apt "$root" install "${KERNEL_PACKAGES[@]}" || die "installing the kernel failed (log: $LOG)"
-	version=$(cd "$root/lib/modules" && ls | sort -V | tail -n1)
-	[[ -n $version && -f $root/boot/vmlinuz-$version && -f $root/boot/initrd.img-$version ]] ||
-		die "the kernel install left no /boot/vmlinuz + initrd.img (log: $LOG)"
-	common_kernel_elf "$root/boot/vmlinuz-$version" "$out/vmlinuz"
-	cp "$root/boot/initrd.img-$version" "$out/initrd.img"
-	echo "$version" >"$out/version"
 }

@@ -208,7 +208,7 @@ class BuildImage(unittest.TestCase):
         self.assertTrue(os.path.isdir(work))
         self.assertEqual(mounts_under(self.tmp), [])
         self.assertFalse([e for e in os.listdir(self.cache)
-                          if e.startswith(("sandbox-", "base-", "kernel-"))])
+                          if e.startswith(("sandbox-", "base-", "small-kernel-"))])
 
         # The next build, with the current base tree and kernel at hand,
         # removes the leftover and completes. (Without them, when the shared
@@ -233,10 +233,32 @@ class BuildImage(unittest.TestCase):
         self.assertTrue(os.access(os.path.join(out, "rootfs", "usr", "local", "bin", "envd"),
                                   os.X_OK))
 
-    def seed_base_and_kernel(self):
-        """Hardlinks into the temporary cache the base tree and kernel the
-        current sandbox image was made from (it shares their inodes); False
-        when the shared cache no longer holds both."""
+    def test_interrupted_kernel_build_leaves_nothing(self):
+        # With the base tree at hand and no kernel, the build goes on to the
+        # small kernel's build (minutes): stopped while it unpacks the
+        # source, the ~1 GB build tree goes with the build's directory.
+        if not self.seed_base_and_kernel(("base",)):
+            self.skipTest("the shared cache no longer holds the sandbox's base tree")
+        base = [e for e in os.listdir(self.cache) if e.startswith("base-")]
+        b = self.start()
+        work = wait_until(lambda: b.running() and [
+            os.path.join(self.cache, e) for e in os.listdir(self.cache)
+            if e.startswith(".build-sandbox-") and any(
+                k.startswith("small-kernel.tmp.")
+                for k in os.listdir(os.path.join(self.cache, e)))], 60,
+            "the kernel's build directory")[0]
+        self.assertIn("kernel: building", b.output)
+        os.kill(b.proc.pid, signal.SIGINT)
+        self.assertEqual(b.wait(60), 130, b.output)
+        self.assertIn("interrupted; the partial build is removed", b.output)
+        self.assertFalse(os.path.exists(work))
+        self.assert_nothing_left(b, (".lock", ".prune.lock") + tuple(base))
+
+    def seed_base_and_kernel(self, kinds=("base", "kernel")):
+        """Hardlinks into the temporary cache the base tree and kernel (or
+        only those in kinds) the current sandbox image was made from (it
+        shares their inodes); False when the shared cache no longer holds
+        them."""
         image = os.path.realpath(IMAGE)
         shared = os.path.dirname(image)
         ino = os.stat(os.path.join(image, "rootfs", "etc", "passwd")).st_ino
@@ -248,13 +270,14 @@ class BuildImage(unittest.TestCase):
                 if e.startswith("base-sandbox-") and \
                         os.stat(os.path.join(p, "rootfs", "etc", "passwd")).st_ino == ino:
                     found["base"] = e
-                elif e.startswith("kernel-") and os.stat(os.path.join(p, "vmlinuz")).st_ino == kino:
+                elif e.startswith("small-kernel-") and os.stat(os.path.join(p, "vmlinuz")).st_ino == kino:
                     found["kernel"] = e
             except OSError:
                 continue
-        if len(found) != 2:
+        if any(k not in found for k in kinds):
             return False
-        for e in found.values():
+        os.makedirs(self.cache, exist_ok=True)
+        for e in (found[k] for k in kinds):
             subprocess.run(["cp", "-al", os.path.join(shared, e), os.path.join(self.cache, e)],
                            check=True)
         return True
