@@ -332,8 +332,7 @@ static int ct_create(struct driver_computer *c, struct err *e)
 	    ct_mkdir_owned(c, "work", 0700, base, e) < 0 ||
 	    ct_mkdir_owned(c, "lower", 0755, base, e) < 0 ||
 	    ct_mkdir_owned(c, "merged", 0755, base, e) < 0 ||
-	    ct_mkdir_owned(c, "io", 0700, base, e) < 0 ||
-	    ct_mkdir_owned(c, "disk", 0700, 0, e) < 0)
+	    ct_mkdir_owned(c, "io", 0700, base, e) < 0 || ct_mkdir_owned(c, "disk", 0700, 0, e) < 0)
 		return -1;
 	return ct_disk_create(c, base, e);
 }
@@ -373,6 +372,47 @@ static int ct_cgroups(const struct driver_computer *c, struct cgroup_set *s, str
  * cgroups. Mounts need nothing: they live in the computer's mount
  * namespace, which goes with its last process.
  */
+/*
+ * A running computer's image tree is its overlay's lower layer, so the
+ * image cache must not prune it (rootfs/build-image): while it runs, a
+ * marker in-use/<id> in the image's cache entry names the computer's
+ * directory. A stopped computer starts on whatever image is current, so
+ * halting removes the marker; a marker whose directory is gone (a crash
+ * followed by a delete) counts for nothing.
+ */
+static void ct_image_mark(struct driver_computer *c)
+{
+	char *real = realpath(c->image_dir, NULL);
+	char marker[4096];
+	if (!real)
+		return;
+	int n = snprintf(marker, sizeof(marker), "%s/in-use", real);
+	free(real);
+	if (n < 0 || (size_t)n >= sizeof(marker) || (mkdir(marker, 0755) < 0 && errno != EEXIST))
+		return;
+	size_t len = strlen(marker);
+	if (snprintf(marker + len, sizeof(marker) - len, "/%s", c->id) >=
+	    (int)(sizeof(marker) - len))
+		return;
+	int fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	bool ok = write(fd, c->dir, strlen(c->dir)) == (ssize_t)strlen(c->dir);
+	ok = close(fd) == 0 && ok;
+	if (ok)
+		json_object_set_new(c->state, "image_marker", json_string(marker));
+	else
+		unlink(marker);
+}
+
+static void ct_image_unmark(struct driver_computer *c)
+{
+	const char *marker = drv_state_str(c->state, "image_marker", NULL);
+	if (marker)
+		unlink(marker);
+	drv_state_del(c->state, "image_marker");
+}
+
 static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
 {
 	pid_t init = (pid_t)drv_state_int(c->state, "init_pid", 0);
@@ -410,6 +450,7 @@ static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
 	drv_state_del(c->state, "slirp_pid");
 	drv_state_del(c->state, "slirp_start");
 	drv_state_del(c->state, "cgroups");
+	ct_image_unmark(c);
 	return 0;
 }
 
@@ -512,6 +553,7 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	char rootfs[4096], slirp[4096], log[4096], res[32];
 	if (ct_image_rootfs(c, rootfs, sizeof(rootfs), e) < 0)
 		return -1;
+	ct_image_mark(c);
 	if (drv_find_exe(CT_SLIRP, slirp, sizeof(slirp)) < 0)
 		return err_set(
 		    e, ERR_UNAVAILABLE,
@@ -523,8 +565,8 @@ static int ct_start(struct driver_computer *c, struct err *e)
 		return -1;
 	char disk[4096];
 	bool limited = ct_disk_limited(c);
-	if (limited && (ct_path(c, CT_DISK, disk, sizeof(disk), e) < 0 ||
-			ct_disk_wait_free(c, e) < 0))
+	if (limited &&
+	    (ct_path(c, CT_DISK, disk, sizeof(disk), e) < 0 || ct_disk_wait_free(c, e) < 0))
 		return -1;
 	struct cgroup_set cg;
 	struct cgroup_limits lim = {c->millicpus, c->memory_mb, c->pids_max};

@@ -266,9 +266,16 @@ class Sandbox(unittest.TestCase):
 
     def test_stop_start_keeps_files(self):
         c = srv.computer(key, kind="sandbox", size="xs")
+        # While it runs, its image is marked in use in the image cache, so
+        # build-image's pruning leaves it (rootfs/README.md, cache rules).
+        marker = os.path.join(os.path.realpath(os.path.join(harness.BUILD, "images", "sandbox")),
+                              "in-use", c["id"])
+        with open(marker) as f:
+            self.assertEqual(f.read(), os.path.join(srv.state, "computers", c["id"]))
         bash(c["id"], "echo persisted > /home/user/note")
         s = srv.ok("POST", "/v1/computers/%s/stop" % c["id"], key=key)
         self.assertEqual(s["state"], "stopped")
+        self.assertFalse(os.path.exists(marker))
         r = srv.req("POST", "/v1/computers/%s/actions/bash" % c["id"], {"command": "true"},
                     key=key)
         self.assertEqual(r.status, 409)
