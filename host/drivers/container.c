@@ -408,8 +408,17 @@ static void ct_image_mark(struct driver_computer *c)
 static void ct_image_unmark(struct driver_computer *c)
 {
 	const char *marker = drv_state_str(c->state, "image_marker", NULL);
-	if (marker)
+	if (marker) {
 		unlink(marker);
+	} else {
+		/* A start whose state was lost in a crash: the current image's. */
+		char *real = realpath(c->image_dir, NULL);
+		char path[4096];
+		if (real &&
+		    snprintf(path, sizeof(path), "%s/in-use/%s", real, c->id) < (int)sizeof(path))
+			unlink(path);
+		free(real);
+	}
 	drv_state_del(c->state, "image_marker");
 }
 
