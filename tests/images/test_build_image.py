@@ -46,6 +46,24 @@ def session_pids(sid):
     return pids
 
 
+def kill_session(sid):
+    """SIGKILL to every process of session sid, again until none is left
+    alive (one may fork while the others die, or end on its own first)."""
+    for _ in range(100):
+        alive = 0
+        for p in session_pids(sid):
+            try:
+                with open("/proc/%d/stat" % p) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        continue
+                os.kill(p, signal.SIGKILL)
+                alive += 1
+            except (OSError, ProcessLookupError):
+                pass
+        if not alive:
+            return
+
+
 def process_named(pids, name):
     for p in pids:
         try:
@@ -116,11 +134,7 @@ class BuildImage(unittest.TestCase):
 
     def tearDown(self):
         for b in self.builds:
-            for p in session_pids(b.proc.pid):
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            kill_session(b.proc.pid)
             b.wait(30)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -202,8 +216,7 @@ class BuildImage(unittest.TestCase):
         # SIGKILL to every process of the build: no trap runs, so the
         # temporary directory stays; its mounts died with their namespaces.
         b, work = self.start_debootstrap()
-        for p in session_pids(b.proc.pid):
-            os.kill(p, signal.SIGKILL)
+        kill_session(b.proc.pid)
         b.wait(30)
         self.assertTrue(os.path.isdir(work))
         self.assertEqual(mounts_under(self.tmp), [])
