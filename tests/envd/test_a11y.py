@@ -146,11 +146,15 @@ class A11yTest(unittest.TestCase):
                               "file://" + page])
         try:
             def button():
+                # The document takes the page's title as its name a moment
+                # after the page's content shows up in the tree: wait for both.
                 t = self.tree(app="firefox", max_depth=30)
                 found = [n for n in find(t, ("push button", "button"), FIREFOX_BUTTON)
                          if "bounds" in n]
-                return found and (t, found[0])
-            tree, b = harness.wait_until(button, 90, "Firefox's page button in the tree", 1.0)
+                return found and find(t, ("document web",), "Cubicle a11y page") and \
+                    (t, found[0])
+            tree, b = harness.wait_until(button, 90,
+                                         "Firefox's page and its button in the tree", 1.0)
             self.assertTrue(all("firefox" in a["name"].lower() for a in tree["applications"]))
             self.assertIn(b["role"], ("push button", "button"))
             self.assertGreater(b["bounds"]["width"], 0)
