@@ -104,11 +104,20 @@ class Footprint:
                 left[pid] = "uid %d in the computer's range" % s[0]
             elif mark in _read("/proc/%d/cgroup" % pid):
                 left[pid] = "in the computer's cgroup"
-            elif self.netns and _netns(pid) == self.netns:
+            elif self.netns and _netns(pid) == self.netns and \
+                    not self._of_another_computer(pid):
                 left[pid] = "in the computer's network namespace"
             elif self._slirp_of_mine(pid, mark):
                 left[pid] = "slirp4netns of the computer"
         return left
+
+    def _of_another_computer(self, pid):
+        """A process in another computer's cgroup. The kernel reuses a freed
+        namespace's inode number at once, so after this computer's network
+        namespace is gone, a computer started meanwhile (by a test running
+        beside this one) may have one with the same number."""
+        cg = _read("/proc/%d/cgroup" % pid)
+        return "/cubicle/c-" in cg and "/cubicle/%s" % self.cid not in cg
 
     def _slirp_of_mine(self, pid, mark):
         """A slirp4netns serving one of the computer's processes
