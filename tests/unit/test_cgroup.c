@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "child.h"
 
 #include "cgroup.h"
 #include "sizes.h"
@@ -367,16 +368,7 @@ static void test_v2_real_hierarchy_attach_and_remove(void **state)
 	(void)state;
 	if (geteuid() != 0)
 		skip();
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(real_v2_child());
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	if (WEXITSTATUS(status) == 77)
-		skip();
-	assert_int_equal(WEXITSTATUS(status), 0);
+	child_check(real_v2_child);
 }
 
 int main(void)

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "child.h"
 
 #include "guest-net.h"
 
@@ -139,14 +140,7 @@ static void test_routes_in_a_private_namespace(void **state)
 	(void)state;
 	if (geteuid() != 0)
 		skip();
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(routes_child());
-	int st;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	child_check(routes_child);
 }
 
 int main(void)
