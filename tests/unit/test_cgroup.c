@@ -115,9 +115,9 @@ static const struct size *xs(void)
 /* The files the kernel would create in a new v2 group. */
 static void v2_group_files(const char *group)
 {
-	static const char *const files[] = {"cpu.max",	   "memory.max",  "memory.swap.max",
-					    "pids.max",	   "cgroup.procs", "cgroup.kill",
-					    "cgroup.subtree_control"};
+	static const char *const files[] = {
+	    "cpu.max",	    "memory.max",  "memory.swap.max",	    "pids.max",
+	    "cgroup.procs", "cgroup.kill", "cgroup.subtree_control"};
 	char rel[256];
 	dir(group);
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
@@ -283,8 +283,7 @@ static void test_v1_limits_of_a_size(void **state)
 	assert_string_equal(got("cpu,cpuacct/cubicle/c-v1/cpu.cfs_quota_us"), "50000");
 	assert_string_equal(got("memory/cubicle/c-v1/memory.limit_in_bytes"), "536870912");
 	/* memory+swap lifted first (it may never be below memory), then set. */
-	assert_string_equal(got("memory/cubicle/c-v1/memory.memsw.limit_in_bytes"),
-			    "-1536870912");
+	assert_string_equal(got("memory/cubicle/c-v1/memory.memsw.limit_in_bytes"), "-1536870912");
 	assert_string_equal(got("pids/cubicle/c-v1/pids.max"), "512");
 	assert_int_equal(cgroup_attach(&s, 77, &e), 0);
 	for (size_t i = 0; i < 4; i++) {
