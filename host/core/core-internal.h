@@ -41,7 +41,6 @@ struct core {
 
 	pthread_t ticker;
 	int wake[2];
-	bool stopping;
 	int quiesced; /* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
 	int background; /* boot / idle threads still running */
 

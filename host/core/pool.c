@@ -60,7 +60,7 @@ static int pool_want(const struct core *c, const char *size)
 /* Starts one more pool desktop of each size that is short. */
 void pool_tick(struct core *c)
 {
-	if (!c->pool_ws[0] || c->stopping)
+	if (!c->pool_ws[0])
 		return;
 	static const char *const sizes[] = {"small", "medium", "large"};
 	for (int s = 0; s < 3; s++) {
