@@ -295,12 +295,17 @@ class Envd:
         return r
 
 
-def start_desktop_and_envd(**desktop_kw):
-    """Starts a Desktop and an Envd on it; on failure leaves nothing running."""
+def start_desktop_and_envd(vnc=False, **desktop_kw):
+    """Starts a Desktop and an Envd on it; on failure leaves nothing running.
+    With vnc, envd also serves RFB on desk.vnc_sock (a unix socket)."""
     desk = Desktop(**desktop_kw)
     try:
         desk.start()
-        envd = Envd(desk).start()
+        args = []
+        if vnc:
+            desk.vnc_sock = os.path.join(desk.tmp, "vnc.sock")
+            args = ["--vnc", "unix:" + desk.vnc_sock]
+        envd = Envd(desk, args=args).start()
     except BaseException:
         desk.stop()
         raise

@@ -24,13 +24,8 @@ SOCK = None
 
 def setUpModule():
     global desk, envd, SOCK
-    desk = harness.Desktop(width=MAX_W, height=MAX_H).start()
-    SOCK = os.path.join(desk.tmp, "vnc.sock")
-    try:
-        envd = harness.Envd(desk, args=["--vnc", "unix:" + SOCK]).start()
-    except BaseException:
-        desk.stop()
-        raise
+    desk, envd = harness.start_desktop_and_envd(vnc=True, width=MAX_W, height=MAX_H)
+    SOCK = desk.vnc_sock
 
 
 def tearDownModule():

@@ -31,13 +31,8 @@ SOCK = None
 
 def setUpModule():
     global desk, envd, SOCK
-    desk = harness.Desktop().start()
-    SOCK = os.path.join(desk.tmp, "vnc.sock")
-    try:
-        envd = harness.Envd(desk, args=["--vnc", "unix:" + SOCK]).start()
-    except BaseException:
-        desk.stop()
-        raise
+    desk, envd = harness.start_desktop_and_envd(vnc=True)
+    SOCK = desk.vnc_sock
 
 
 def tearDownModule():
