@@ -18,7 +18,8 @@ build: deps $(BUILD)/CMakeCache.txt
 	webclient/build $(BUILD)/webclient
 
 $(ASAN_BUILD)/CMakeCache.txt:
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCUBICLE_SANITIZE=ON
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCUBICLE_SANITIZE=ON \
+		-DCUBICLE_IMAGES_DIR=$(abspath $(BUILD))/images
 
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)

@@ -16,6 +16,11 @@ import harness  # noqa: E402
 from harness import Response, http_call, wait_until  # noqa: E402,F401
 
 
+# The guest images: the normal build's (make images), also for a sanitizer
+# build's cubicled (CUBICLE_IMAGES), whose own build has none.
+IMAGES = os.environ.get("CUBICLE_IMAGES") or os.path.join(harness.BUILD, "images")
+
+
 class Cubicled:
     def __init__(self, args=(), state_dir=None):
         self.args = list(args)
@@ -32,7 +37,7 @@ class Cubicled:
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [os.path.join(harness.BIN, "cubicled"), "--listen", "127.0.0.1:%d" % port,
-             "--state-dir", self.state, "--images", os.path.join(harness.BUILD, "images")]
+             "--state-dir", self.state, "--images", IMAGES]
             + self.args, stdout=subprocess.PIPE, stderr=self.log, env=env)
         line = self.proc.stdout.readline().decode()
         if "listening on" not in line:
