@@ -41,7 +41,7 @@ struct core {
 
 	pthread_t ticker;
 	int wake[2];
-	int quiesced; /* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
+	int quiesced;	/* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
 	int background; /* boot / idle threads still running */
 
 	uint64_t actions_total, action_errors_total;
