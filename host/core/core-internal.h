@@ -1,5 +1,6 @@
 /*
- * What core.c (lifecycle) and proxy.c (actions, files, sessions) share.
+ * What core.c (lifecycle), proxy.c (actions, files, sessions) and pool.c
+ * (the warm pool) share.
  */
 #ifndef CUBICLE_CORE_INTERNAL_H
 #define CUBICLE_CORE_INTERNAL_H
