@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test test-fast run run-envd bench images format clean
+.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check clean
 
 all: build
 
@@ -25,8 +25,10 @@ build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # Every test, twice: a normal build and an ASan+UBSan build (the guest
-# image tests run once, against the normal build's images).
-test: build build-asan images
+# image tests run once, against the normal build's images). Formatting
+# drift fails it first, before anything is built.
+test: format-check
+	$(MAKE) build build-asan images
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2
 
@@ -52,6 +54,11 @@ bench: build
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
+
+# Fails, naming the lines, when a tracked C file differs from what
+# `make format` would make of it.
+format-check: deps
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -2,11 +2,12 @@
  * vnc: an RFB (VNC) server on the X display envd drives, so that people can
  * watch an agent's desktop live and take it over.
  *
- * The wire is plain RFB 3.8 with security type None on a UNIX socket, and
- * nothing else: no TCP listener, no HTTP, no WebSocket framing. cubicled's
- * gateway checks the stream token, terminates the browser's WebSocket and
- * pipes its binary frames to this socket byte for byte (it also drops the
- * input messages of view-only viewers).
+ * The wire is plain RFB 3.8 with security type None on a UNIX socket (a
+ * container) or a virtio-serial port whose host end is a UNIX socket of
+ * QEMU's (a microVM), and nothing else: no TCP listener, no HTTP, no
+ * WebSocket framing. cubicled's gateway checks the stream token, terminates
+ * the browser's WebSocket and pipes its binary frames to this socket byte
+ * for byte (it also drops the input messages of view-only viewers).
  *
  * What viewers get: the screen from XDamage (only damaged regions are read,
  * through MIT-SHM; nothing is read while the screen is still, or while nobody
@@ -14,8 +15,12 @@
  * libvncserver's encodings (Tight with JPEG, ZRLE, Zlib, Hextile, Raw; the
  * client chooses, and its quality level sets the JPEG quality), pointer and
  * keys injected through XTest, the CLIPBOARD both ways (also as the extended
- * clipboard, UTF-8), several viewers at once. The desktop has a fixed size:
- * SetDesktopSize requests are refused (Xvfb cannot add RANDR modes).
+ * clipboard, UTF-8), several viewers at once (one at a time on a port). The
+ * desktop's size is the screen's: when set_screen_size (XRandR) changes it,
+ * the framebuffer follows and viewers that understand NewFBSize or
+ * ExtendedDesktopSize are told (vnc-capture.c). A viewer's own
+ * SetDesktopSize requests are refused (libvncserver's default, no hook set):
+ * the API decides the size.
  */
 #ifndef CUBICLE_ENVD_VNC_H
 #define CUBICLE_ENVD_VNC_H
@@ -27,9 +32,10 @@ struct vnc;
 
 /*
  * Starts serving env's display (env->display, env->desk and env->clipboard
- * set) on addr, "unix:PATH"; a stale socket at PATH is replaced, the new one
- * is private to envd's user (0600). Fails (NULL, e filled) when the address
- * is not unix:PATH, the display lacks XDamage, XFixes or 24-bit colour, or
+ * set) on addr: "unix:PATH" (a stale socket at PATH is replaced, the new one
+ * is private to envd's user, 0600) or "port:/dev/vportNpM" (a virtio-serial
+ * port, opened again for each viewer). Fails (NULL, e filled) when the
+ * address is neither, the display lacks XDamage, XFixes or 24-bit colour, or
  * the socket cannot be made.
  */
 struct vnc *vnc_start(struct envd *env, const char *addr, struct err *e);

@@ -1,5 +1,6 @@
 /*
- * What core.c (lifecycle) and proxy.c (actions, files, sessions) share.
+ * What core.c (lifecycle), proxy.c (actions, files, sessions) and pool.c
+ * (the warm pool) share.
  */
 #ifndef CUBICLE_CORE_INTERNAL_H
 #define CUBICLE_CORE_INTERNAL_H
@@ -41,7 +42,7 @@ struct core {
 
 	pthread_t ticker;
 	int wake[2];
-	int quiesced; /* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
+	int quiesced;	/* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
 	int background; /* boot / idle threads still running */
 
 	uint64_t actions_total, action_errors_total;

@@ -37,7 +37,6 @@ struct core;
 
 /* Opens the core over an open store and recovers every computer. */
 struct core *core_open(const struct core_config *cfg, struct store *store, struct err *e);
-/* Stops the ticker. Computers keep running (a restarted cubicled adopts them). */
 /*
  * Ends the core's own activity before the API goes: the ticker, the boots
  * and idle operations in flight (they may still tell the API to close
@@ -45,6 +44,9 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
  * still running after 30 s. core_close does it too if it was not done.
  */
 int core_quiesce(struct core *c);
+/* core_quiesce if not done, then frees the core (left allocated when
+ * operations still run). Computers keep running: a restarted cubicled
+ * adopts them. */
 void core_close(struct core *c);
 
 /* POST /v1/computers: validates params, records the computer (provisioning)

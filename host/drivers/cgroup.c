@@ -118,8 +118,7 @@ int cgroup_locate(const char *id, struct cgroup_set *out, struct err *e)
 	return cgroup_locate_in("/proc/self/mountinfo", id, out, e);
 }
 
-int cgroup_locate_in(const char *mountinfo, const char *id, struct cgroup_set *out,
-		     struct err *e)
+int cgroup_locate_in(const char *mountinfo, const char *id, struct cgroup_set *out, struct err *e)
 {
 	memset(out, 0, sizeof(*out));
 	FILE *f = fopen(mountinfo, "re");

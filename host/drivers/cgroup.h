@@ -46,8 +46,7 @@ int cgroup_locate(const char *id, struct cgroup_set *out, struct err *e);
 
 /* The same from another mount table than /proc/self/mountinfo (tests point
  * it at a fake hierarchy). */
-int cgroup_locate_in(const char *mountinfo, const char *id, struct cgroup_set *out,
-		     struct err *e);
+int cgroup_locate_in(const char *mountinfo, const char *id, struct cgroup_set *out, struct err *e);
 
 /* Creates the directories of a located set (existing ones are reused) and
  * writes the limits. */

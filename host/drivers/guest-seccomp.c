@@ -149,8 +149,9 @@ static int guest_seccomp_rules(scmp_filter_ctx ctx, struct err *e)
 	}
 	for (size_t i = 0; i < sizeof(guest_seccomp_families) / sizeof(guest_seccomp_families[0]);
 	     i++) {
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)guest_seccomp_families[i]));
+		rc =
+		    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+				     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)guest_seccomp_families[i]));
 		if (rc < 0)
 			return err_set(e, ERR_INTERNAL, "seccomp: cannot filter socket: %s",
 				       strerror(-rc));

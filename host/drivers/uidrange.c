@@ -107,7 +107,8 @@ static void uidrange_scan(bool *used)
 			continue;
 		while (fgets(line, sizeof line, f)) {
 			unsigned ids[4];
-			if (sscanf(line, "Uid: %u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
+			if (sscanf(line, "Uid: %u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) !=
+			    4)
 				continue;
 			for (int k = 0; k < 4; k++)
 				if (ids[k] >= UIDRANGE_FIRST && ids[k] < UIDRANGE_END)

@@ -52,8 +52,8 @@ int store_db_error(struct store *s, const char *doing, struct err *e);
 /* Steps a bound statement that must change at least one row: 0; or -1 with
  * the database error (while `doing`), or ERR_NOT_FOUND `missing` when no
  * row matched. */
-int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing,
-		      const char *missing, struct err *e);
+int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing, const char *missing,
+		      struct err *e);
 
 /* Checks store_usage_switch's arguments (no lock needed). */
 int store_usage_check(const char *computer, const char *workspace, const char *size,

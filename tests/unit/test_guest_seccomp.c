@@ -35,6 +35,7 @@ struct probe {
 };
 
 /* Probes: each returns the call's result; errno says why it failed. */
+/* clang-format off */
 static long p_bpf(void) { return syscall(SYS_bpf, 9999, NULL, 0); }
 static long p_kexec_load(void) { return syscall(SYS_kexec_load, 0, 100000, NULL, 0); }
 static long p_kexec_file_load(void) { return syscall(SYS_kexec_file_load, -1, -1, 0, NULL, 0); }
@@ -81,6 +82,7 @@ static long p_sethostname(void) { return syscall(SYS_sethostname, (char *)1, 5);
 static long p_kcmp(void) { return syscall(SYS_kcmp, 0, 0, 9999, 0, 0); }
 static long p_ptrace(void) { return syscall(SYS_ptrace, 9999, 0, NULL, NULL); }
 static long p_io_uring_setup(void) { return syscall(SYS_io_uring_setup, 0, NULL); }
+/* clang-format on */
 
 static const struct probe probes[] = {
     {"bpf", p_bpf, true},
@@ -156,7 +158,8 @@ static void run_probes(const struct sock_fprog *filter, int errs[NPROBES])
 		_exit(write(fds[1], out, sizeof(out)) == (ssize_t)sizeof(out) ? 0 : 3);
 	}
 	close(fds[1]);
-	assert_int_equal(read(fds[0], errs, NPROBES * sizeof(int)), (ssize_t)(NPROBES * sizeof(int)));
+	assert_int_equal(read(fds[0], errs, NPROBES * sizeof(int)),
+			 (ssize_t)(NPROBES * sizeof(int)));
 	close(fds[0]);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -202,7 +205,8 @@ static void test_allowed_calls_still_work(void **state)
 		    prctl(PR_SET_SECCOMP, 2, &filter) < 0)
 			_exit(2);
 		/* Ordinary sockets, a query of the persona, getpid. */
-		int ok = socket(AF_UNIX, SOCK_STREAM, 0) >= 0 && socket(AF_INET, SOCK_DGRAM, 0) >= 0 &&
+		int ok = socket(AF_UNIX, SOCK_STREAM, 0) >= 0 &&
+			 socket(AF_INET, SOCK_DGRAM, 0) >= 0 &&
 			 syscall(SYS_personality, 0xffffffffUL) >= 0 && getpid() > 0;
 		_exit(ok ? 0 : 1);
 	}
