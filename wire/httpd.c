@@ -625,7 +625,7 @@ static void tunnel_maybe_free(struct tunnel *tn)
 	lws_buflist_destroy_all_segments(&tn->to_raw);
 	lws_buflist_destroy_all_segments(&tn->to_ws);
 	if (tn->t.on_close)
-		tn->t.on_close(h->o.ctx, tn->t.tag);
+		tn->t.on_close(tn->t.close_ctx, tn->t.tag);
 	if (tn->t.state_free)
 		tn->t.state_free(tn->t.state);
 	free(tn);

@@ -128,7 +128,8 @@ struct httpd_tunnel {
 	long (*filter)(void *state, const unsigned char *in, size_t len, unsigned char *out);
 	void *state;
 	void (*state_free)(void *state);
-	void (*on_close)(void *ctx, const char *tag); /* once, when the tunnel ends */
+	void (*on_close)(void *close_ctx, const char *tag); /* once, when the tunnel ends */
+	void *close_ctx;
 };
 
 typedef int (*httpd_tunnel_router)(void *ctx, struct httpd_request *req, struct httpd_tunnel *t,
