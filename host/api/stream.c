@@ -176,13 +176,12 @@ int streams_tunnel(struct streams *s, struct httpd_request *req, struct httpd_tu
 	bool view_only;
 	if (stream_check(s, req, t, &view_only, e) < 0)
 		return -1;
-	if (view_only) {
-		t->filter = rfbfilter_run;
-		t->state = rfbfilter_new();
-		t->state_free = rfbfilter_free;
-		if (!t->state)
-			return err_set(e, ERR_INTERNAL, "out of memory");
-	}
+	/* Every stream is parsed; a view stream's input is dropped. */
+	t->filter = rfbfilter_run;
+	t->state = rfbfilter_new(view_only ? RFBFILTER_VIEW : RFBFILTER_CONTROL);
+	t->state_free = rfbfilter_free;
+	if (!t->state)
+		return err_set(e, ERR_INTERNAL, "out of memory");
 	t->on_close = stream_viewer_gone;
 	t->close_ctx = s;
 	core_viewer(s->core, t->tag, +1);
