@@ -58,7 +58,8 @@ class Update:
 
 class Client:
     def __init__(self, ws=None, unix=None, timeout=30):
-        """ws=(host, port, path) for RFB over WebSocket, or unix=PATH."""
+        """ws=(host, port, path) for RFB over WebSocket, or unix=PATH (envd's
+        socket: the client says the gateway's "cubicle-viewer control" line first)."""
         self.buf = bytearray()  # the RFB stream, from self.pos on
         self.pos = 0
         self.raw = bytearray()  # WebSocket bytes not yet unframed
@@ -76,6 +77,7 @@ class Client:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.settimeout(timeout)
             self.sock.connect(unix)
+            self.sock.sendall(b"cubicle-viewer control\n")
             self._send = self.sock.sendall
         self._unframe()
         self._handshake()

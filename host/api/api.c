@@ -774,6 +774,7 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .frame_ancestors = o->frame_ancestors,
 	    .stream_ttl_max_s = o->stream_ttl_max_s,
 	    .stream_max_s = o->stream_max_s,
+	    .per_computer = o->streams_per_computer,
 	};
 	a->streams = a->httpd ? streams_create(core, a->httpd, &so) : NULL;
 	if (!a->streams) {

@@ -25,6 +25,7 @@ struct streams {
 	char web_dir[512];
 	char frame_ancestors[256];
 	int stream_ttl_max_s, stream_max_s;
+	int per_computer;
 };
 
 static int64_t stream_now_ms(void)
@@ -54,6 +55,7 @@ struct streams *streams_create(struct core *core, struct httpd *h, const struct 
 		 o->frame_ancestors ? o->frame_ancestors : "'self'");
 	s->stream_ttl_max_s = o->stream_ttl_max_s > 0 ? o->stream_ttl_max_s : 600;
 	s->stream_max_s = o->stream_max_s > 0 ? o->stream_max_s : 3600;
+	s->per_computer = o->per_computer > 0 ? o->per_computer : 8;
 	core_on_close_streams(core, stream_close_all, s);
 	return s;
 }
@@ -176,6 +178,14 @@ int streams_tunnel(struct streams *s, struct httpd_request *req, struct httpd_tu
 	bool view_only;
 	if (stream_check(s, req, t, &view_only, e) < 0)
 		return -1;
+	/* The router runs on the loop, as does every tunnel's start and end:
+	 * the count cannot change between this check and the new tunnel. */
+	if (httpd_tunnels_tagged(s->httpd, t->tag) >= s->per_computer)
+		return err_set(e, ERR_LIMIT,
+			       "computer %s already has %d open streams (--streams-per-computer)",
+			       t->tag, s->per_computer);
+	snprintf(t->preamble, sizeof t->preamble, "%s",
+		 view_only ? STREAM_PREAMBLE_VIEW : STREAM_PREAMBLE_CONTROL);
 	/* Every stream is parsed; a view stream's input is dropped. */
 	t->filter = rfbfilter_run;
 	t->state = rfbfilter_new(view_only ? RFBFILTER_VIEW : RFBFILTER_CONTROL);

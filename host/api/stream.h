@@ -9,7 +9,16 @@
  * streams, or stopping it, closes its open tunnels.
  *
  * Everything the tunnel router does runs on httpd's event loop: it only
- * verifies a signature and looks the computer up in core's memory.
+ * verifies a signature and looks the computer up in core's memory (no
+ * store, no guest); the connect to the VNC socket is non-blocking.
+ *
+ * The first line on the VNC socket is the gateway's, not the viewer's:
+ * "cubicle-viewer view\n" or "cubicle-viewer control\n" (STREAM_PREAMBLE_*).
+ * envd reads it before RFB starts and never sends a view connection the
+ * clipboard nor takes its input: defense in depth behind rfbfilter, which
+ * drops a view stream's input here already. Only the gateway reaches the
+ * socket (containers: a host-side unix socket; microVMs: the host end of
+ * the virtio-serial port cubicle.vnc), so only the gateway says the mode.
  */
 #ifndef CUBICLE_API_STREAM_H
 #define CUBICLE_API_STREAM_H
@@ -23,12 +32,16 @@
 
 struct streams;
 
+#define STREAM_PREAMBLE_VIEW	"cubicle-viewer view\n"
+#define STREAM_PREAMBLE_CONTROL "cubicle-viewer control\n"
+
 struct streams_opts {
 	const unsigned char *stream_key; /* TOKEN_KEY_BYTES: signs stream tokens */
 	const char *web_dir;		 /* the built embed page (webclient/build) */
 	const char *frame_ancestors;	 /* CSP frame-ancestors of the embed page */
 	int stream_ttl_max_s;		 /* longest token lifetime a caller may ask for */
 	int stream_max_s;		 /* longest an open stream lives */
+	int per_computer; /* open streams one computer may have (0 = 8); 429 past it */
 };
 
 /* Registers with core (its streams close when a computer stops) and with h
