@@ -20,6 +20,10 @@
  * pixel format of an impossible size, a cut text over the cap) closes the
  * stream: the filter fails closed.
  *
+ * Extensions that change a known message's framing (ExtendedMouseButtons'
+ * longer PointerEvent) are not spoken: envd's libvncserver 0.9.14 never
+ * offers them, so no client may use them.
+ *
  * Bytes pass as soon as the filter knows they may: the output of a call is
  * never longer than its input, and a message's head is remembered across
  * calls in the filter's own state (no buffer depends on a frame's size).
