@@ -18,6 +18,7 @@ handshake, "binary" subprotocol) or plain RFB on a UNIX socket. It answers
 RFB 3.8 unless told another version (3.3, 3.7), and can send every byte in
 a WebSocket frame of its own (byte_frames). ServerCutText messages are kept
 in cut_texts (their raw bodies; a negative length is the extended clipboard).
+`early` bytes go right after ClientInit, before the client's own messages.
 """
 
 import os
@@ -64,7 +65,7 @@ class Update:
 
 class Client:
     def __init__(self, ws=None, unix=None, timeout=30, version=8, byte_frames=False,
-                 preamble=None):
+                 preamble=None, early=b""):
         """ws=(host, port, path) for RFB over WebSocket, or unix=PATH. preamble:
         bytes sent before RFB starts; envd's socket wants the gateway's line
         (PREAMBLE, the default for unix=; give it for a websockify in front of
@@ -74,6 +75,7 @@ class Client:
         self.raw = bytearray()  # WebSocket bytes not yet unframed
         self.consumed = 0       # RFB bytes read so far
         self.version = version
+        self.early = early      # client messages sent right after ClientInit
         self.cut_texts = []     # (length as sent, body) of each ServerCutText
         if ws:
             self.ws = WebSocket(*ws, timeout=timeout)
@@ -201,6 +203,8 @@ class Client:
             if self.version == 8 and self.unpack(">I")[0] != 0:
                 raise ConnectionError("security handshake failed")
         self.send(b"\x01")  # ClientInit: shared
+        if self.early:
+            self.send(self.early)
         self.width, self.height = self.unpack(">HH")
         self.skip(16)
         self.name = self.read(self.unpack(">I")[0]).decode(errors="replace")
