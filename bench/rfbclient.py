@@ -1,4 +1,5 @@
-"""An RFB 3.8 client that behaves like noVNC on the wire, for bench/stream.py.
+"""An RFB client that behaves like noVNC on the wire, for bench/stream.py and
+the attack suite (tests/attack/test_rfb.py: any version, any framing).
 
 It sends noVNC 1.7.0's pixel format (32 bpp, depth 24, little-endian) and its
 encoding list (core/rfb.js _sendEncodings, without H.264, which a browser
@@ -13,7 +14,11 @@ its length, so the client counts updates, rectangles and bytes exactly while
 spending as little CPU as it can (it shares the machine with the servers).
 
 The transport is RFB over WebSocket (tests/host/wsclient.py does the
-handshake, "binary" subprotocol) or plain RFB on a UNIX socket.
+handshake, "binary" subprotocol) or plain RFB on a UNIX socket. It answers
+RFB 3.8 unless told another version (3.3, 3.7), and can send every byte in
+a WebSocket frame of its own (byte_frames). ServerCutText messages are kept
+in cut_texts (their raw bodies; a negative length is the extended clipboard).
+`early` bytes go right after ClientInit, before the client's own messages.
 """
 
 import os
@@ -39,6 +44,8 @@ NOVNC_ENCODINGS = [COPYRECT, TIGHT, TIGHT_PNG, ZRLE, JPEG, HEXTILE, RRE, ZLIB, R
                    FENCE, CONTINUOUS, DESKTOP_NAME, EXT_CLIPBOARD, EXT_MOUSE,
                    VMWARE_CURSOR, CURSOR]
 BPP = 4  # bytes per pixel in noVNC's format
+# The line cubicled's gateway writes before RFB on envd's socket (host/api/stream.h).
+PREAMBLE = b"cubicle-viewer control\n"
 
 
 class Update:
@@ -57,12 +64,19 @@ class Update:
 
 
 class Client:
-    def __init__(self, ws=None, unix=None, timeout=30):
-        """ws=(host, port, path) for RFB over WebSocket, or unix=PATH."""
+    def __init__(self, ws=None, unix=None, timeout=30, version=8, byte_frames=False,
+                 preamble=None, early=b""):
+        """ws=(host, port, path) for RFB over WebSocket, or unix=PATH. preamble:
+        bytes sent before RFB starts; envd's socket wants the gateway's line
+        (PREAMBLE, the default for unix=; give it for a websockify in front of
+        envd's socket too)."""
         self.buf = bytearray()  # the RFB stream, from self.pos on
         self.pos = 0
         self.raw = bytearray()  # WebSocket bytes not yet unframed
         self.consumed = 0       # RFB bytes read so far
+        self.version = version
+        self.early = early      # client messages sent right after ClientInit
+        self.cut_texts = []     # (length as sent, body) of each ServerCutText
         if ws:
             self.ws = WebSocket(*ws, timeout=timeout)
             self.sock = self.ws.sock
@@ -71,12 +85,19 @@ class Client:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.raw += self.ws.buf
             self._send = self.ws.send
+            if byte_frames:
+                self._send = lambda data: [self.ws.send(data[i:i + 1])
+                                           for i in range(len(data))]
         else:
             self.ws = None
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.settimeout(timeout)
             self.sock.connect(unix)
             self._send = self.sock.sendall
+            if preamble is None:
+                preamble = PREAMBLE
+        if preamble:
+            self.send(preamble)
         self._unframe()
         self._handshake()
 
@@ -163,18 +184,27 @@ class Client:
         version = self.read(12)
         if not version.startswith(b"RFB 003."):
             raise ConnectionError("not an RFB server: %r" % version)
-        self.send(b"RFB 003.008\n")
-        n = self.unpack("B")[0]
-        if n == 0:
-            reason = self.read(self.unpack(">I")[0])
-            raise ConnectionError("refused: %r" % reason)
-        types = self.read(n)
-        if 1 not in types:
-            raise ConnectionError("no security type None among %r" % list(types))
-        self.send(b"\x01")
-        if self.unpack(">I")[0] != 0:
-            raise ConnectionError("security handshake failed")
+        self.send(b"RFB 003.00%d\n" % self.version)
+        if self.version == 3:  # the server picks the type; the client says nothing
+            kind = self.unpack(">I")[0]
+            if kind != 1:
+                reason = self.read(self.unpack(">I")[0]) if kind == 0 else kind
+                raise ConnectionError("security type %r, not None" % (reason,))
+        else:
+            n = self.unpack("B")[0]
+            if n == 0:
+                reason = self.read(self.unpack(">I")[0])
+                raise ConnectionError("refused: %r" % reason)
+            types = self.read(n)
+            if 1 not in types:
+                raise ConnectionError("no security type None among %r" % list(types))
+            self.send(b"\x01")
+            # SecurityResult follows None from 3.8 on only.
+            if self.version == 8 and self.unpack(">I")[0] != 0:
+                raise ConnectionError("security handshake failed")
         self.send(b"\x01")  # ClientInit: shared
+        if self.early:
+            self.send(self.early)
         self.width, self.height = self.unpack(">HH")
         self.skip(16)
         self.name = self.read(self.unpack(">I")[0]).decode(errors="replace")
@@ -220,7 +250,7 @@ class Client:
             pass
         elif kind == 3:  # ServerCutText (negative length: extended clipboard)
             n = self.unpack(">3xi")[0]
-            self.skip(abs(n))
+            self.cut_texts.append((n, self.read(abs(n))))
         elif kind == 250:  # XVP
             self.skip(3)
         else:

@@ -46,7 +46,7 @@ import sys
 import time
 
 from common import KeepAlive, harness, table
-from rfbclient import Client
+from rfbclient import PREAMBLE, Client
 from screenshot import populate, wait_drawn
 
 HZ = os.sysconf("SC_CLK_TCK")
@@ -298,7 +298,7 @@ def run_envd(desk, sock, envd, args):
     ws = websockify(desk, port, ["--unix-target=" + sock])
     try:
         return measure("envd + websockify --unix-target",
-                       lambda: Client(ws=("127.0.0.1", port, "/")),
+                       lambda: Client(ws=("127.0.0.1", port, "/"), preamble=PREAMBLE),
                        {"server": [envd.proc.pid], "proxy": lambda: tree(ws.pid),
                         "xvfb": [desk.procs[0].pid]},
                        LocalAnim(desk), args.seconds, args.samples)
@@ -421,7 +421,8 @@ def run_gateway(args):
                        dict(groups, proxy=None), anim, args.seconds, args.samples),
                measure("cubicled's gateway", gateway, dict(groups, proxy=[srv.proc.pid]), anim,
                        args.seconds, args.samples),
-               measure("websockify --unix-target", lambda: Client(ws=("127.0.0.1", port, "/")),
+               measure("websockify --unix-target",
+                       lambda: Client(ws=("127.0.0.1", port, "/"), preamble=PREAMBLE),
                        dict(groups, proxy=lambda: tree(ws.pid)), anim, args.seconds, args.samples)]
         res[1]["proxy_name"], res[2]["proxy_name"] = "cubicled", "websockify"
         report("a desktop computer's envd (%s, in its container) read three ways"

@@ -194,7 +194,7 @@ static void vnc_key_up(struct vnc *v, struct vnc_viewer *vw, KeySym sym)
 void vnc_input_key(rfbBool down, rfbKeySym sym, rfbClientPtr cl)
 {
 	struct vnc_viewer *vw = cl->clientData;
-	if (!vw || sym == 0)
+	if (!vw || cl->viewOnly || sym == 0)
 		return;
 	if (down)
 		vnc_key_down(vw->v, vw, (KeySym)sym);
@@ -207,7 +207,7 @@ void vnc_input_key(rfbBool down, rfbKeySym sym, rfbClientPtr cl)
 void vnc_input_pointer(int mask, int x, int y, rfbClientPtr cl)
 {
 	struct vnc_viewer *vw = cl->clientData;
-	if (!vw)
+	if (!vw || cl->viewOnly)
 		return;
 	struct vnc *v = vw->v;
 	if (x < 0)
@@ -339,7 +339,7 @@ static void vnc_clip_set(struct vnc *v, const char *utf8, size_t len)
 void vnc_input_cut_text(char *latin1, int len, rfbClientPtr cl)
 {
 	struct vnc_viewer *vw = cl->clientData;
-	if (!vw || len < 0)
+	if (!vw || cl->viewOnly || len < 0)
 		return;
 	size_t n;
 	char *utf8 = vnc_latin1_to_utf8(latin1, (size_t)len, &n);
@@ -351,7 +351,7 @@ void vnc_input_cut_text(char *latin1, int len, rfbClientPtr cl)
 void vnc_input_cut_text_utf8(char *utf8, int len, rfbClientPtr cl)
 {
 	struct vnc_viewer *vw = cl->clientData;
-	if (!vw || len < 0)
+	if (!vw || cl->viewOnly || len < 0)
 		return;
 	while (len > 0 && utf8[len - 1] == 0) /* the extended clipboard ends text with NUL */
 		len--;
@@ -430,7 +430,7 @@ static bool vnc_clip_msg_provide(struct vnc_clip_msg *m, const char *utf8, size_
 }
 
 /*
- * Sends the text to every viewer: the extended "provide" to viewers that
+ * Sends the text to every viewer but view-only ones: the extended "provide" to viewers that
  * take it unasked at this size, plain ISO-8859-1 to the others. Messages are
  * written under the viewer's send lock, between framebuffer updates.
  */
@@ -440,7 +440,9 @@ static void vnc_clip_send_viewers(struct vnc *v, const char *utf8, size_t len)
 	rfbClientIteratorPtr it = rfbGetClientIterator(v->screen);
 	rfbClientPtr cl;
 	while ((cl = rfbClientIteratorNext(it))) {
-		if (cl->state != RFB_NORMAL)
+		/* A view-only viewer never gets the clipboard: an agent's
+		 * copied secrets stay off the screens of people watching. */
+		if (cl->state != RFB_NORMAL || cl->viewOnly)
 			continue;
 		struct vnc_clip_msg *m = &plain;
 		if (cl->enableExtendedClipboard &&

@@ -54,7 +54,8 @@ struct vnc {
 	int accept_wake[2];
 	pthread_t accept_thread;
 	bool accept_started;
-	int accepting_dup; /* accept thread: the fd duplicate for the new viewer */
+	int accepting_dup;   /* accept thread: the fd duplicate for the new viewer */
+	bool accepting_view; /* accept thread: the new viewer's preamble said "view" */
 
 	rfbScreenInfoPtr screen;
 	/* The screen's pixels, 0x00RRGGBB little-endian as X reads them, rows of

@@ -54,6 +54,9 @@
 /* How long a viewer on a virtio port may make no progress (see vnc_start). */
 #define VNC_PORT_WAIT_MS 5000
 
+/* How long the gateway's preamble may take to arrive (see vnc_preamble). */
+#define VNC_PREAMBLE_MS 5000
+
 /* How long vnc_stop waits for the viewers' threads to end. */
 #define VNC_STOP_WAIT_S 10
 
@@ -144,6 +147,53 @@ static void vnc_on_client_gone(rfbClientPtr cl)
 	free(vw);
 }
 
+/*
+ * The gateway's line in front of every connection, before RFB starts:
+ * "cubicle-viewer view\n" or "cubicle-viewer control\n". It is read a byte
+ * at a time (nothing past the line is consumed; an RFB client says nothing
+ * before the server's greeting anyway), within VNC_PREAMBLE_MS. Returns 1
+ * for view, 0 for control, -1 for anything else: the connection is closed
+ * unheard, so a connection that does not say its mode gets nothing.
+ */
+static int vnc_preamble(int fd)
+{
+	char line[64];
+	size_t n = 0;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long left = VNC_PREAMBLE_MS - ((now.tv_sec - t0.tv_sec) * 1000 +
+					       (now.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0)
+			return -1;
+		struct pollfd p = {fd, POLLIN, 0};
+		int r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || !(p.revents & POLLIN))
+			return -1;
+		char c;
+		ssize_t got = read(fd, &c, 1);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got != 1)
+			return -1;
+		if (c == '\n')
+			break;
+		if (n == sizeof line - 1)
+			return -1;
+		line[n++] = c;
+	}
+	line[n] = 0;
+	if (strcmp(line, "cubicle-viewer view") == 0)
+		return 1;
+	if (strcmp(line, "cubicle-viewer control") == 0)
+		return 0;
+	return -1;
+}
+
 /* Runs inside rfbNewClient, on the accept thread. */
 static enum rfbNewClientAction vnc_on_new_client(rfbClientPtr cl)
 {
@@ -154,6 +204,10 @@ static enum rfbNewClientAction vnc_on_new_client(rfbClientPtr cl)
 	vw->v = v;
 	vw->fd = v->accepting_dup;
 	v->accepting_dup = -1;
+	/* libvncserver drops a view-only client's key, pointer and cut text;
+	 * vnc-input.c checks it again and never sends such a client the
+	 * clipboard. */
+	cl->viewOnly = v->accepting_view ? TRUE : FALSE;
 	cl->clientData = vw;
 	cl->clientGoneHook = vnc_on_client_gone;
 	pthread_mutex_lock(&v->lock);
@@ -166,6 +220,14 @@ static enum rfbNewClientAction vnc_on_new_client(rfbClientPtr cl)
 /* Hands one accepted connection to libvncserver (accept thread). */
 static void vnc_accept_one(struct vnc *v, int fd)
 {
+	int view = vnc_preamble(fd);
+	if (view < 0) {
+		fprintf(stderr, "envd: vnc: refusing a viewer: no cubicle-viewer line "
+				"(view or control) came first\n");
+		close(fd);
+		return;
+	}
+	v->accepting_view = view == 1;
 	if (fd >= VNC_MAX_FD) {
 		fprintf(stderr,
 			"envd: vnc: refusing a viewer: descriptor %d is too high for "

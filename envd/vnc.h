@@ -6,8 +6,14 @@
  * container) or a virtio-serial port whose host end is a UNIX socket of
  * QEMU's (a microVM), and nothing else: no TCP listener, no HTTP, no
  * WebSocket framing. cubicled's gateway checks the stream token, terminates
- * the browser's WebSocket and pipes its binary frames to this socket byte
- * for byte (it also drops the input messages of view-only viewers).
+ * the browser's WebSocket and pipes its binary frames to this socket through
+ * its RFB parser (which drops the input messages of view-only viewers). Every
+ * connection starts with one line from the gateway, before RFB:
+ * "cubicle-viewer view\n" or "cubicle-viewer control\n" (within 5 s; anything
+ * else is closed unheard). A view connection's key, pointer and cut text are
+ * ignored (libvncserver's viewOnly, checked again in vnc-input.c) and it
+ * never gets the clipboard: an agent's copied secrets do not reach people who
+ * only watch.
  *
  * What viewers get: the screen from XDamage (only damaged regions are read,
  * through MIT-SHM; nothing is read while the screen is still, or while nobody

@@ -59,6 +59,7 @@ static void main_usage(FILE *to)
 	      "  --frame-ancestors SRC     CSP frame-ancestors of the embed page (default 'self')\n"
 	      "  --stream-ttl-max S        longest stream token lifetime (default 600)\n"
 	      "  --stream-max S            longest an open stream lives (default 3600)\n"
+	      "  --streams-per-computer N  open streams one computer may have (default 8)\n"
 	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
 	      "                            besides cubicled's own (default none)\n"
 	      "\n"
@@ -161,7 +162,7 @@ int main(int argc, char **argv)
 {
 	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
-	int stream_ttl_max = 600, stream_max = 3600;
+	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -182,6 +183,7 @@ int main(int argc, char **argv)
 	    {"frame-ancestors", required_argument, NULL, 'F'},
 	    {"stream-ttl-max", required_argument, NULL, 'T'},
 	    {"stream-max", required_argument, NULL, 'M'},
+	    {"streams-per-computer", required_argument, NULL, 0x5301},
 	    {"mcp-origins", required_argument, NULL, 'O'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -236,6 +238,10 @@ int main(int argc, char **argv)
 			break;
 		case 'M':
 			stream_max = (int)main_number(optarg, "--stream-max", 1, 7 * 86400);
+			break;
+		case 0x5301:
+			streams_per_computer =
+			    (int)main_number(optarg, "--streams-per-computer", 1, 10000);
 			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
@@ -328,6 +334,7 @@ int main(int argc, char **argv)
 	    .frame_ancestors = frame_ancestors,
 	    .stream_ttl_max_s = stream_ttl_max,
 	    .stream_max_s = stream_max,
+	    .streams_per_computer = streams_per_computer,
 	    .mcp_origins = mcp_origins,
 	};
 	main_api = api_create(core, store, &ao, &e);

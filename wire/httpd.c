@@ -66,7 +66,8 @@ struct tunnel {
 	struct lws_buflist *to_raw, *to_ws;
 	size_t to_raw_len, to_ws_len;
 	bool ws_paused, raw_paused;
-	bool kill; /* under h->lock: httpd_close_tagged() asked */
+	bool kill;     /* under h->lock: httpd_close_tagged() asked, or the socket went silent */
+	bool answered; /* the socket sent its first bytes */
 	int close_code;
 	char close_reason[64];
 	int fd; /* the socket until it is adopted */
@@ -591,6 +592,17 @@ void httpd_close_tagged(struct httpd *h, const char *tag, int code, const char *
 	lws_cancel_service(h->ctx);
 }
 
+int httpd_tunnels_tagged(struct httpd *h, const char *tag)
+{
+	int n = 0;
+	pthread_mutex_lock(&h->lock);
+	for (struct tunnel *tn = h->tunnels; tn; tn = tn->next)
+		if (strcmp(tn->t.tag, tag) == 0)
+			n++;
+	pthread_mutex_unlock(&h->lock);
+	return n;
+}
+
 /* Loop thread: closes the tunnels httpd_close_tagged() marked. */
 static void tunnel_reap(struct httpd *h)
 {
@@ -625,7 +637,7 @@ static void tunnel_maybe_free(struct tunnel *tn)
 	lws_buflist_destroy_all_segments(&tn->to_raw);
 	lws_buflist_destroy_all_segments(&tn->to_ws);
 	if (tn->t.on_close)
-		tn->t.on_close(h->o.ctx, tn->t.tag);
+		tn->t.on_close(tn->t.close_ctx, tn->t.tag);
 	if (tn->t.state_free)
 		tn->t.state_free(tn->t.state);
 	free(tn);
@@ -673,10 +685,20 @@ static int tunnel_accept(struct httpd *h, struct lws *wsi, struct tunnel_conn *t
 	if (rc == 0) {
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", tn->t.unix_path);
-		tn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (tn->fd < 0 || connect(tn->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-			err_set(&e, ERR_UNAVAILABLE, "the computer's stream is not available: %s",
-				strerror(errno));
+		/* Non-blocking: a unix listener whose backlog is full (a microVM's
+		 * port serves one viewer at a time; a guest that never accepts)
+		 * answers EAGAIN at once instead of holding the loop. */
+		tn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (tn->fd < 0 || (connect(tn->fd, (struct sockaddr *)&sa, sizeof sa) < 0 &&
+				   errno != EINPROGRESS)) {
+			if (errno == EAGAIN)
+				err_set(&e, ERR_UNAVAILABLE,
+					"the computer's stream is busy (its server takes no more "
+					"viewers now): try again later");
+			else
+				err_set(&e, ERR_UNAVAILABLE,
+					"the computer's stream is not available: %s",
+					strerror(errno));
 			rc = -1;
 		}
 	}
@@ -758,6 +780,16 @@ static int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason,
 		lws_set_opaque_user_data(tn->raw, tn);
 		if (tn->t.max_seconds > 0)
 			lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, tn->t.max_seconds);
+		/* The socket's server speaks first: silence past the deadline
+		 * ends the tunnel (RAW_CLOSE tells the client why). */
+		lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK,
+				tn->t.answer_seconds > 0 ? tn->t.answer_seconds : 10);
+		size_t pre = strnlen(tn->t.preamble, sizeof tn->t.preamble);
+		if (pre) {
+			if (tunnel_queue(&tn->to_raw, &tn->to_raw_len, tn->t.preamble, pre) < 0)
+				return -1;
+			lws_callback_on_writable(tn->raw);
+		}
 		return 0;
 	}
 	case LWS_CALLBACK_RECEIVE: {
@@ -831,6 +863,10 @@ static int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason
 	case LWS_CALLBACK_RAW_RX:
 		if (!tn || !tn->ws)
 			return -1;
+		if (!tn->answered) {
+			tn->answered = true;
+			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+		}
 		if (tunnel_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
 			return -1;
 		lws_callback_on_writable(tn->ws);
@@ -853,8 +889,21 @@ static int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason
 		if (tn) {
 			tn->raw = NULL;
 			lws_set_opaque_user_data(wsi, NULL);
-			if (tn->ws)
+			if (tn->ws && !tn->answered) {
+				/* It never spoke: say so in a close frame. */
+				pthread_mutex_lock(&tn->h->lock);
+				if (!tn->kill) {
+					tn->kill = true;
+					tn->close_code = 4504;
+					snprintf(tn->close_reason, sizeof tn->close_reason,
+						 "the computer's live view did not answer");
+				}
+				pthread_mutex_unlock(&tn->h->lock);
+				lws_callback_on_writable(tn->ws);
+				lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, 5);
+			} else if (tn->ws) {
 				lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+			}
 			tunnel_maybe_free(tn);
 		}
 		return 0;

@@ -115,6 +115,11 @@ typedef int (*httpd_router)(void *ctx, struct httpd_request *req, struct httpd_r
  * on the client's binary frames are written to the socket, byte for byte
  * (through `filter`, if set), and what the socket sends comes back as
  * binary frames. Both directions are flow-controlled.
+ *
+ * Nothing here blocks the loop: the socket is connected non-blocking (a
+ * listener whose backlog is full refuses the upgrade with 503 at once), and
+ * a socket that sends nothing within `answer_seconds` of the upgrade (a
+ * listener that never accepts) closes the tunnel with code 4504.
  */
 struct httpd;
 
@@ -122,17 +127,25 @@ struct httpd_tunnel {
 	char unix_path[108]; /* where the bytes go */
 	char tag[64];	     /* for httpd_close_tagged(), e.g. the computer id */
 	int max_seconds;     /* the tunnel closes after this long; 0 = no limit */
+	int answer_seconds;  /* the socket's first bytes must come within this; 0 = 10 */
+	/* Written to the socket before anything the client sends ("" = none):
+	 * how the router tells the socket's server about the connection. */
+	char preamble[64];
 	/* Rewrites the client→socket stream (it may drop bytes): writes at most
 	 * len bytes to out and returns how many, or -1 to close the tunnel.
 	 * NULL passes everything. Runs on the loop: must be quick. */
 	long (*filter)(void *state, const unsigned char *in, size_t len, unsigned char *out);
 	void *state;
 	void (*state_free)(void *state);
-	void (*on_close)(void *ctx, const char *tag); /* once, when the tunnel ends */
+	void (*on_close)(void *close_ctx, const char *tag); /* once, when the tunnel ends */
+	void *close_ctx;
 };
 
 typedef int (*httpd_tunnel_router)(void *ctx, struct httpd_request *req, struct httpd_tunnel *t,
 				   struct err *e);
+
+/* How many tunnels with this tag are open (or being opened). Thread-safe. */
+int httpd_tunnels_tagged(struct httpd *h, const char *tag);
 
 /* Closes every tunnel with this tag, soon, with a WebSocket close frame
  * (code 4000..4999 and a short reason the client may show). Thread-safe. */

@@ -15,8 +15,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/openat2.h>
-#include <sys/syscall.h>
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -26,8 +24,7 @@
 #include "ident.h"
 #include "mcp.h"
 #include "params.h"
-#include "rfbfilter.h"
-#include "token.h"
+#include "stream.h"
 
 struct api {
 	struct core *core;
@@ -36,10 +33,7 @@ struct api {
 	struct mcp *mcp;
 	unsigned char admin_hash[SHA256_DIGEST_LENGTH];
 	char spool_dir[512];
-	unsigned char stream_key[TOKEN_KEY_BYTES];
-	char web_dir[512];
-	char frame_ancestors[256];
-	int stream_ttl_max_s, stream_max_s;
+	struct streams *streams;
 };
 
 /* Who is calling, decided by the router. */
@@ -485,55 +479,12 @@ static void api_usage(void *ctx, struct httpd_request *req, struct httpd_respons
 	api_answer(resp, rc, 200, out, &e);
 }
 
-/* ---- live streams ------------------------------------------------------------- */
-
-static int api_segments(const char *path, char segs[][64], int n);
-static int api_tunnel_check(struct api *a, struct httpd_request *req, struct httpd_tunnel *t,
-			    struct err *e);
-
-static int64_t api_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
+/* ---- live streams (stream.c) ------------------------------------------------- */
 
 int api_stream_grant(struct api *a, const char *id, const char *ws, const char *host,
 		     long long ttl_s, bool view_only, json_t **out, struct err *e)
 {
-	if (ttl_s < 1 || ttl_s > a->stream_ttl_max_s)
-		return err_param(e, "ttl_s", "ttl_s: expected an integer in [1, %d], got %lld",
-				 a->stream_ttl_max_s, ttl_s);
-	json_t *c = NULL;
-	if (core_get(a->core, id, ws, &c, e) < 0)
-		return -1;
-	struct token_claims tc = {.view_only = view_only};
-	snprintf(tc.computer, sizeof tc.computer, "%.39s", id);
-	snprintf(tc.workspace, sizeof tc.workspace, "%s",
-		 json_string_value(json_object_get(c, "workspace")));
-	json_decref(c);
-	/* Only a computer that could stream now gets a token. */
-	tc.issued = core_stream_issue_ms(a->core, id);
-	char path[300], token[TOKEN_MAX];
-	if (core_stream_target(a->core, id, ws, tc.issued, path, sizeof path, e) < 0 ||
-	    ident_random_hex(tc.nonce, 8, e) < 0)
-		return -1;
-	tc.expires = tc.issued / 1000 + ttl_s;
-	if (token_mint(a->stream_key, &tc, token, e) < 0)
-		return -1;
-	char ws_url[1200], embed_url[1200], expires[40];
-	if (!host || !*host)
-		host = "127.0.0.1";
-	snprintf(ws_url, sizeof ws_url, "ws://%s/v1/computers/%s/stream?token=%s", host, id, token);
-	snprintf(embed_url, sizeof embed_url, "http://%s/embed/%s?token=%s%s", host, id, token,
-		 view_only ? "&view_only=1" : "");
-	time_t t = (time_t)tc.expires;
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(expires, sizeof expires, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	*out = json_pack("{s:s, s:s, s:s, s:s, s:b}", "token", token, "expires_at", expires,
-			 "ws_url", ws_url, "embed_url", embed_url, "view_only", view_only);
-	return *out ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+	return streams_grant(a->streams, id, ws, host, ttl_s, view_only, out, e);
 }
 
 /* POST /v1/computers/{id}/stream {"ttl_s", "view_only"} → a token and URLs. */
@@ -548,11 +499,12 @@ static void api_stream(void *ctx, struct httpd_request *req, struct httpd_respon
 	bool view = false;
 	int rc = body ? params_check_known(body, known, &e) : -1;
 	if (rc == 0)
-		rc = param_int(body, "ttl_s", 1, a->stream_ttl_max_s, &ttl, &e) < 0 ? -1 : 0;
+		rc =
+		    param_int(body, "ttl_s", 1, streams_ttl_max(a->streams), &ttl, &e) < 0 ? -1 : 0;
 	if (rc == 0)
 		rc = param_bool(body, "view_only", &view, &e) < 0 ? -1 : 0;
 	if (rc == 0)
-		rc = api_stream_grant(a, c->id, api_ws(c), req->host, ttl, view, &out, &e);
+		rc = streams_grant(a->streams, c->id, api_ws(c), req->host, ttl, view, &out, &e);
 	json_decref(body);
 	api_answer(resp, rc, 201, out, &e);
 }
@@ -568,116 +520,21 @@ static void api_stream_revoke(void *ctx, struct httpd_request *req, struct httpd
 		return;
 	}
 	json_decref(out);
-	core_stream_revoke(a->core, c->id);
+	streams_revoke(a->streams, c->id);
 	httpd_respond_json(resp, 200, json_pack("{s:b, s:s}", "ok", 1, "id", c->id));
-}
-
-static void api_close_streams(void *ctx, const char *id)
-{
-	struct api *a = ctx;
-	httpd_close_tagged(a->httpd, id, 4403,
-			   "the stream was closed: revoked or computer stopped");
-}
-
-static void api_viewer_gone(void *ctx, const char *tag)
-{
-	struct api *a = ctx;
-	core_viewer(a->core, tag, -1);
-}
-
-/* Checks a stream URL's token and finds where its stream goes (loop thread).
- * t->state is set non-NULL for a view token (api_tunnel installs the filter). */
-static int api_tunnel_check(struct api *a, struct httpd_request *req, struct httpd_tunnel *t,
-			    struct err *e)
-{
-	char s[6][64];
-	int n = api_segments(req->path, s, 6);
-	if (n != 4 || strcmp(s[0], "v1") != 0 || strcmp(s[1], "computers") != 0 ||
-	    strcmp(s[3], "stream") != 0 || !ident_ok(s[2], 63))
-		return err_set(e, ERR_NOT_FOUND, "no WebSocket endpoint at %.200s", req->path);
-	struct token_claims tc;
-	if (token_verify(a->stream_key, httpd_query(req, "token"), s[2], api_now_ms() / 1000, &tc,
-			 e) < 0)
-		return -1;
-	if (core_stream_target(a->core, s[2], tc.workspace, tc.issued, t->unix_path,
-			       sizeof t->unix_path, e) < 0)
-		return -1;
-	snprintf(t->tag, sizeof t->tag, "%s", s[2]);
-	t->max_seconds = a->stream_max_s;
-	t->state = tc.view_only ? (void *)1 : NULL;
-	return 0;
 }
 
 /* The WebSocket upgrade of GET /v1/computers/{id}/stream?token= (loop thread). */
 static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t, struct err *e)
 {
 	struct api *a = ctx;
-	if (api_tunnel_check(a, req, t, e) < 0)
-		return -1;
-	bool view_only = t->state != NULL;
-	t->state = NULL;
-	if (view_only) {
-		t->filter = rfbfilter_run;
-		t->state = rfbfilter_new();
-		t->state_free = rfbfilter_free;
-		if (!t->state)
-			return err_set(e, ERR_INTERNAL, "out of memory");
-	}
-	t->on_close = api_viewer_gone;
-	core_viewer(a->core, t->tag, +1);
-	return 0;
+	return streams_tunnel(a->streams, req, t, e);
 }
 
-/* GET /embed/{id} (the page) and /embed/assets/... (its files). */
 static void api_embed(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 {
 	struct api *a = ctx;
-	struct err e = {0};
-	const char *rel = "embed.html";
-	if (strncmp(req->path, "/embed/assets/", 14) == 0)
-		rel = req->path + 7; /* assets/... in the built web client */
-	int dfd = open(a->web_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
-			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-	int fd = dfd < 0 ? -1 : (int)syscall(SYS_openat2, dfd, rel, &how, sizeof how);
-	if (dfd >= 0)
-		close(dfd);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		if (fd >= 0)
-			close(fd);
-		err_set(&e, ERR_NOT_FOUND, "no such file: %.200s%s", req->path,
-			dfd < 0 ? " (the embed page is not built: make build)" : "");
-		httpd_respond_err(resp, &e);
-		return;
-	}
-	static const struct {
-		const char *ext, *type;
-	} types[] = {{".html", "text/html; charset=utf-8"},
-		     {".js", "text/javascript; charset=utf-8"},
-		     {".mjs", "text/javascript; charset=utf-8"},
-		     {".css", "text/css; charset=utf-8"},
-		     {".svg", "image/svg+xml"},
-		     {".png", "image/png"},
-		     {".json", "application/json"}};
-	resp->content_type = "application/octet-stream";
-	const char *dot = strrchr(rel, '.');
-	for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
-		if (strcmp(dot, types[i].ext) == 0)
-			resp->content_type = types[i].type;
-	/* Framable by whom the configuration says (no X-Frame-Options DENY);
-	 * everything else comes from here alone. noVNC draws the remote cursor
-	 * as a data: image. */
-	char csp[400];
-	snprintf(csp, sizeof csp, "default-src 'self'; img-src 'self' data:; frame-ancestors %s",
-		 a->frame_ancestors);
-	httpd_add_header(resp, "content-security-policy:", csp);
-	httpd_add_header(resp, "referrer-policy:", "no-referrer");
-	httpd_add_header(resp, "x-content-type-options:", "nosniff");
-	httpd_add_header(resp, "cache-control:", "no-cache");
-	resp->status = 200;
-	resp->file_fd = fd;
-	resp->file_len = (uint64_t)st.st_size;
+	streams_embed(a->streams, req, resp);
 }
 
 /* ---- the router ----------------------------------------------------------------- */
@@ -761,8 +618,7 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 	 * good (then only the WebSocket was missing). */
 	if (req->method == HTTPD_GET && strncmp(req->path, "/v1/computers/", 14) == 0 &&
 	    strlen(req->path) > 7 && strcmp(req->path + strlen(req->path) - 7, "/stream") == 0) {
-		struct httpd_tunnel t = {0};
-		if (api_tunnel_check(a, req, &t, e) < 0)
+		if (streams_check(a->streams, req, e) < 0)
 			return -1;
 		return err_set(e, ERR_BAD_REQUEST,
 			       "this is a WebSocket endpoint: connect with Upgrade: websocket");
@@ -899,12 +755,6 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	a->store = store;
 	SHA256((const unsigned char *)o->admin_key, strlen(o->admin_key), a->admin_hash);
 	snprintf(a->spool_dir, sizeof a->spool_dir, "%s", o->spool_dir);
-	memcpy(a->stream_key, o->stream_key, TOKEN_KEY_BYTES);
-	snprintf(a->web_dir, sizeof a->web_dir, "%s", o->web_dir ? o->web_dir : "");
-	snprintf(a->frame_ancestors, sizeof a->frame_ancestors, "%s",
-		 o->frame_ancestors ? o->frame_ancestors : "'self'");
-	a->stream_ttl_max_s = o->stream_ttl_max_s > 0 ? o->stream_ttl_max_s : 600;
-	a->stream_max_s = o->stream_max_s > 0 ? o->stream_max_s : 3600;
 	mkdir(a->spool_dir, 0700);
 	struct httpd_opts ho = {
 	    .listen = o->listen,
@@ -918,12 +768,24 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	};
 	a->mcp = mcp_create(core, a, o->mcp_origins, e);
 	a->httpd = a->mcp ? httpd_create(&ho, e) : NULL;
-	if (!a->httpd) {
+	struct streams_opts so = {
+	    .stream_key = o->stream_key,
+	    .web_dir = o->web_dir,
+	    .frame_ancestors = o->frame_ancestors,
+	    .stream_ttl_max_s = o->stream_ttl_max_s,
+	    .stream_max_s = o->stream_max_s,
+	    .per_computer = o->streams_per_computer,
+	};
+	a->streams = a->httpd ? streams_create(core, a->httpd, &so) : NULL;
+	if (!a->streams) {
+		if (a->httpd) {
+			err_set(e, ERR_INTERNAL, "out of memory");
+			httpd_destroy(a->httpd);
+		}
 		mcp_destroy(a->mcp);
 		free(a);
 		return NULL;
 	}
-	core_on_close_streams(core, api_close_streams, a);
 	return a;
 }
 
@@ -946,6 +808,7 @@ void api_destroy(struct api *a)
 {
 	if (a && httpd_destroy(a->httpd) == 0) {
 		mcp_destroy(a->mcp);
+		streams_destroy(a->streams);
 		free(a);
 	}
 }

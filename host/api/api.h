@@ -24,6 +24,7 @@ struct api_opts {
 	const char *frame_ancestors;	 /* CSP frame-ancestors of the embed page */
 	int stream_ttl_max_s;		 /* longest token lifetime a caller may ask for */
 	int stream_max_s;		 /* longest an open stream lives */
+	int streams_per_computer;	 /* open streams one computer may have (0 = 8) */
 	const char *mcp_origins;	 /* Origins allowed on /mcp besides ours, comma-separated */
 };
 

@@ -771,10 +771,19 @@ static void core_tick(struct core *c)
 		int kind;
 	} idle[32];
 	int nidle = 0;
+	/* Activity goes to the store after the lock is let go: the loop thread
+	 * takes c->lock (a stream's open and close) and must never wait on SQLite.
+	 * More than fit here stay dirty for the next tick. */
+	struct {
+		char id[40];
+		int64_t at;
+	} touch[64];
+	int ntouch = 0;
 	pthread_mutex_lock(&c->lock);
 	for (struct core_rt *r = c->rts; r; r = r->next) {
-		if (r->activity_dirty) {
-			store_computer_touch(c->store, r->id, r->last_activity_ms, NULL);
+		if (r->activity_dirty && ntouch < 64) {
+			snprintf(touch[ntouch].id, sizeof touch[0].id, "%s", r->id);
+			touch[ntouch++].at = r->last_activity_ms;
 			r->activity_dirty = false;
 		}
 		if (r->viewers > 0)
@@ -789,6 +798,8 @@ static void core_tick(struct core *c)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
+	for (int i = 0; i < ntouch; i++)
+		store_computer_touch(c->store, touch[i].id, touch[i].at, NULL);
 	core_check_alive(c);
 	pool_tick(c);
 	for (int i = 0; i < nidle; i++) {

@@ -3,9 +3,11 @@
  * so envd's RFB server is checked by an independent implementation.
  *
  *   rfbprobe SOCKET [--encodings "tight zrle raw"] [--quality 0-9]
- *            [--compress 0-9] [-c COMMAND]... [--stdin]
+ *            [--compress 0-9] [--mode control|view|none] [-c COMMAND]... [--stdin]
  *
- * Connects to the UNIX socket SOCKET (plain RFB, security None), prints
+ * Connects to the UNIX socket SOCKET, says the mode in the gateway's
+ * preamble line ("cubicle-viewer control\n" unless --mode says otherwise;
+ * none: no line), then speaks plain RFB with security None, and prints
  *   {"event":"init","width","height","name","connect_ms","init_ms"}
  * where init_ms is the time from the connection to the ServerInit message,
  * then runs each -c COMMAND and, with --stdin, one command per input line
@@ -36,6 +38,9 @@
  *                                server's NewFBSize) -> {"event":"size",
  *                                "width","height"}
  *   sync                         -> {"event":"sync"}
+ *   roundtrip [TIMEOUT_S]        a full (non-incremental) update request, and
+ *                                its answer -> {"event":"roundtrip"}: the
+ *                                server has handled everything sent before
  *   quit
  * A wait that runs out answers {"event":"timeout","what"}; a closed connection
  * prints {"event":"closed"} and exits with status 3.
@@ -74,6 +79,7 @@ static struct {
 	long frame_rects;
 	int fx1, fy1, fx2, fy2;
 	long frames_seen; /* updates with pixels since connecting */
+	bool full_done;	  /* an update covering the whole screen finished */
 	/* cut text and cursor */
 	char *cut; /* UTF-8, the last one not yet reported */
 	bool cursor_new;
@@ -169,7 +175,6 @@ static void probe_got_update(rfbClient *c, int x, int y, int w, int h)
 
 static void probe_finished_update(rfbClient *c)
 {
-	(void)c;
 	P.stats.updates++;
 	if (P.cur_rects > 0) {
 		P.stats.pixel_updates++;
@@ -177,6 +182,8 @@ static void probe_finished_update(rfbClient *c)
 	} else if (P.cur_cursor) {
 		P.stats.cursor_updates++;
 	}
+	if (P.cur_rects > 0 && P.bx1 == 0 && P.by1 == 0 && P.bx2 >= c->width && P.by2 >= c->height)
+		P.full_done = true;
 	if (P.cur_hit && !P.frame_done) {
 		P.frame_done = true;
 		P.frame_rects = P.cur_rects;
@@ -257,6 +264,12 @@ static bool probe_wait(double timeout_s, bool (*done)(void))
 static bool probe_frame_done(void)
 {
 	return P.frame_done;
+}
+/* An update covering the whole screen finished (a non-incremental request's
+ * answer). */
+static bool probe_full_frame(void)
+{
+	return P.full_done;
 }
 static bool probe_first_frame(void)
 {
@@ -384,6 +397,13 @@ static bool probe_command(char *line)
 			probe_out("{\"event\":\"timeout\",\"what\":\"size\",\"width\":%d,"
 				  "\"height\":%d}",
 				  c->width, c->height);
+	} else if (strcmp(cmd, "roundtrip") == 0) {
+		P.full_done = false;
+		if (SendFramebufferUpdateRequest(c, 0, 0, c->width, c->height, FALSE) &&
+		    probe_wait(timeout, probe_full_frame))
+			probe_out("{\"event\":\"roundtrip\"}");
+		else
+			probe_out("{\"event\":\"timeout\",\"what\":\"roundtrip\"}");
 	} else if (strcmp(cmd, "first") == 0) {
 		if (probe_wait(timeout, probe_first_frame))
 			probe_out("{\"event\":\"first\"}");
@@ -514,10 +534,13 @@ int main(int argc, char **argv)
 	const char *path = argv[1];
 	const char *encodings = "tight zrle zlib hextile raw";
 	int quality = 6, compress = 2;
+	const char *mode = "control";
 	bool use_stdin = false;
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--stdin") == 0)
 			use_stdin = true;
+		else if (i + 1 < argc && strcmp(argv[i], "--mode") == 0)
+			mode = argv[++i];
 		else if (i + 1 < argc && strcmp(argv[i], "--encodings") == 0)
 			encodings = argv[++i];
 		else if (i + 1 < argc && strcmp(argv[i], "--quality") == 0)
@@ -561,6 +584,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	double t1 = probe_now();
+	if (strcmp(mode, "none") != 0) {
+		char line[64];
+		int n = snprintf(line, sizeof line, "cubicle-viewer %s\n", mode);
+		if (write(fd, line, (size_t)n) != n) {
+			probe_out("{\"event\":\"error\",\"message\":\"write: %s\"}",
+				  strerror(errno));
+			return 1;
+		}
+	}
 	c->sock = fd;
 	if (!InitialiseRFBConnection(c)) {
 		probe_out("{\"event\":\"error\",\"message\":\"RFB handshake failed\"}");
@@ -591,7 +623,7 @@ int main(int argc, char **argv)
 			more = cmd && probe_command(cmd);
 			free(cmd);
 		} else if (strcmp(argv[i], "--encodings") == 0 ||
-			   strcmp(argv[i], "--quality") == 0 ||
+			   strcmp(argv[i], "--quality") == 0 || strcmp(argv[i], "--mode") == 0 ||
 			   strcmp(argv[i], "--compress") == 0) {
 			i++;
 		}

@@ -455,6 +455,62 @@ class Clipboard(unittest.TestCase):
         p.wait()
 
 
+class ViewOnly(unittest.TestCase):
+    """The gateway's first line says a connection's mode: a view connection's
+    input is ignored and it never gets the clipboard (defense in depth behind
+    the gateway's filter, which drops a view viewer's input already)."""
+
+    def setUp(self):
+        self.rec = Recorder(desk, geometry="300x200+300+250", color="cc6633", title="vnc-view")
+        self.view = Probe(SOCK, "--mode", "view")
+        self.control = Probe(SOCK)
+        # The answer to the first (full) request is in: a later full update
+        # answers a later request.
+        self.assertEqual(self.view.cmd("first 20"), {"event": "first"})
+
+    def tearDown(self):
+        self.view.close()
+        self.control.close()
+        self.rec.stop()
+
+    def test_view_input_is_ignored(self):
+        focus(desk, self.rec.window)
+        cx, cy = self.rec.center()
+        self.rec.clear()
+        self.view.cmd("pointer %d %d 0" % (cx, cy))
+        self.view.cmd("pointer %d %d 1" % (cx, cy))
+        self.view.cmd("pointer %d %d 0" % (cx, cy))
+        self.view.cmd("key 0x61")
+        self.view.cmd("cut from a view viewer")
+        # envd has handled all of it once it answers a later update request
+        self.assertEqual(self.view.cmd("roundtrip 20"), {"event": "roundtrip"})
+        self.control.cmd("key 0x62")
+        evs = self.rec.wait_for(
+            lambda e: any(x["type"] == "key_release" and x["name"] == "b" for x in e), 10,
+            "the control viewer's key")
+        self.assertEqual([e["name"] for e in evs if e["type"] == "key_press"], ["b"])
+        self.assertFalse([e for e in evs if e["type"] in ("press", "release")])
+        self.assertNotEqual(envd.ok("get_clipboard").get("text"), "from a view viewer")
+
+    def test_view_never_gets_the_clipboard(self):
+        envd.ok("set_clipboard", {"text": "secret the agent copied"})
+        self.assertEqual(self.control.cmd("cutwait 10"),
+                         {"event": "cut", "text": "secret the agent copied"})
+        # The text goes to every viewer in one pass: a view viewer would have
+        # had it before a full update it asks for afterwards.
+        self.assertEqual(self.view.cmd("roundtrip 20"), {"event": "roundtrip"})
+        self.assertEqual(self.view.cmd("cutwait 0")["event"], "timeout")
+
+    def test_no_mode_line_no_viewer(self):
+        p = subprocess.run([RFBPROBE, SOCK, "--mode", "none"], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+        self.assertIn("RFB handshake failed", p.stdout)
+        bad = subprocess.run([RFBPROBE, SOCK, "--mode", "viewer"], capture_output=True,
+                             text=True, timeout=60,
+                             env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+        self.assertIn("RFB handshake failed", bad.stdout)
+
+
 class Headless(unittest.TestCase):
     def test_no_display_no_server(self):
         path = os.path.join(desk.tmp, "headless-vnc.sock")

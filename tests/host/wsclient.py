@@ -79,6 +79,9 @@ class WebSocket:
             payload = self._read(n)
             op = b0 & 0x0F
             if op == 8:
+                if len(payload) >= 2:
+                    self.close_code = struct.unpack(">H", payload[:2])[0]
+                    self.close_reason = payload[2:].decode(errors="replace")
                 raise ConnectionError("the gateway closed the stream")
             if op in (0, 1, 2):
                 return payload
@@ -96,6 +99,8 @@ class WebSocket:
         return out
 
     pending = b""
+    close_code = None  # the close frame's code, once one came
+    close_reason = ""
 
     def close(self):
         try:
