@@ -727,6 +727,43 @@ int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, j
 	return store_usage_query(c->store, ws, from_ms, to_ms, &c->cfg.rates, out, e);
 }
 
+int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct err *e)
+{
+	if (c->pool_ws[0] && strcmp(ws, c->pool_ws) == 0)
+		return err_set(
+		    e, ERR_CONFLICT,
+		    "%s is the warm pool's workspace: stop cubicled's --warm-pool instead", ws);
+	/* First gone (no create, no key from here on), then its computers. */
+	if (store_workspace_delete(c->store, ws, e) < 0)
+		return -1;
+	struct store_filter f = {.workspace = ws};
+	struct store_computer *all = NULL;
+	size_t n = 0;
+	if (store_computer_list(c->store, &f, &all, &n, e) < 0)
+		return -1;
+	json_t *ids = json_array();
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		json_t *one = NULL;
+		struct err de = {0};
+		if (core_delete(c, all[i].id, ws, &one, &de) == 0)
+			json_array_append_new(ids, json_string(all[i].id));
+		else if (rc == 0)
+			rc = err_set(e, de.code,
+				     "workspace %s is deleted, but computer %s is not: %s", ws,
+				     all[i].id, de.message);
+		json_decref(one);
+		store_computer_clear(&all[i]);
+	}
+	free(all);
+	if (rc < 0) {
+		json_decref(ids);
+		return -1;
+	}
+	*out = json_pack("{s:s, s:b, s:o}", "id", ws, "deleted", 1, "computers", ids);
+	return 0;
+}
+
 char *core_metrics(struct core *c)
 {
 	static const char *const states[] = {"provisioning", "starting", "running", "stopping",
@@ -892,6 +929,17 @@ static int core_recover(struct core *c, struct err *e)
 	return store_usage_tick(c->store, core_now_ms(), e);
 }
 
+/* A stream revocation kept in the store: back on the computer's record. */
+static void core_revoked_load(void *ctx, const char *computer, int64_t revoked_ms)
+{
+	struct core *c = ctx;
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, computer);
+	if (r && r->revoked_ms < revoked_ms)
+		r->revoked_ms = revoked_ms;
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* Which drivers run here, and the default isolation: a microVM where KVM
  * runs it at hardware speed, else a container (an explicit "vm" still works
  * there, on TCG). */
@@ -934,7 +982,9 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
 	mkdir(dir, 0711);
 	core_pick_drivers(c);
-	if (core_recover(c, e) < 0 || pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
+	if (core_recover(c, e) < 0 ||
+	    store_stream_revocations(store, core_now_ms(), core_revoked_load, c, e) < 0 ||
+	    pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])
 			err_set(e, ERR_INTERNAL, "cannot start the core");

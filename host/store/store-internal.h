@@ -17,7 +17,7 @@
 
 #include "store.h"
 
-#define STORE_STMT_MAX 48
+#define STORE_STMT_MAX 96
 
 struct store {
 	sqlite3 *db;
@@ -29,6 +29,9 @@ struct store {
 		const char *sql;
 		sqlite3_stmt *stmt;
 	} stmts[STORE_STMT_MAX];
+	/* store_on_keys_revoked's hook, called after a revocation commits. */
+	void (*keys_revoked)(void *ctx);
+	void *keys_revoked_ctx;
 };
 
 void store_lock(struct store *s);
@@ -52,8 +55,8 @@ int store_db_error(struct store *s, const char *doing, struct err *e);
 /* Steps a bound statement that must change at least one row: 0; or -1 with
  * the database error (while `doing`), or ERR_NOT_FOUND `missing` when no
  * row matched. */
-int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing,
-		      const char *missing, struct err *e);
+int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing, const char *missing,
+		      struct err *e);
 
 /* Checks store_usage_switch's arguments (no lock needed). */
 int store_usage_check(const char *computer, const char *workspace, const char *size,
