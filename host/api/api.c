@@ -242,7 +242,16 @@ static void api_workspace_delete(void *ctx, struct httpd_request *req, struct ht
 	struct api_caller *c = req->user;
 	struct err e = {0};
 	json_t *out = NULL;
-	int rc = core_workspace_delete(a->core, c->id, &out, &e);
+	/* The HTTP library folds dot segments before we see the path:
+	 * DELETE .../{ws}/keys/.. arrives as DELETE .../{ws}. So the one
+	 * call that removes a workspace must also name it in ?confirm=. */
+	const char *confirm = httpd_query(req, "confirm");
+	int rc = 0;
+	if (!confirm || strcmp(confirm, c->id) != 0)
+		rc = err_param(&e, "confirm",
+			       "confirm: deleting a workspace needs ?confirm=<its id> as well");
+	if (rc == 0)
+		rc = core_workspace_delete(a->core, c->id, &out, &e);
 	api_answer(resp, rc, 200, out, &e);
 }
 
@@ -438,8 +447,14 @@ static void api_files(void *ctx, struct httpd_request *req, struct httpd_respons
 		return;
 	}
 	const char *ws = api_ws(c);
+	const char *asked = httpd_query(req, "workspace");
+	if (session && ws && asked && strcmp(ws, asked) != 0) {
+		err_set(&e, ERR_NOT_FOUND, "no workspace %.40s", asked);
+		httpd_respond_err(resp, &e);
+		return;
+	}
 	if (session && !ws)
-		ws = httpd_query(req, "workspace");
+		ws = asked;
 	if (req->method == HTTPD_GET) {
 		if (session) {
 			int fd;
@@ -760,8 +775,10 @@ static int api_segments(const char *path, char segs[][64], int n)
 		segs[k][len] = 0;
 		k++;
 		p += len;
-		while (*p == '/')
+		if (*p == '/')
 			p++;
+		if (*p == '/')
+			return -1; /* an empty segment ("//", a decoded %2F) names nothing */
 	}
 	return *p ? -1 : k;
 }

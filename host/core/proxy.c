@@ -230,6 +230,13 @@ static int core_session_openat(struct core *c, const char *ws, const char *sessi
 	if (!path || !*path || path[0] == '/' || strlen(path) > 4096)
 		return err_param(e, "path",
 				 "path: a path inside the session, like output/report.txt");
+	for (const char *p = path; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return err_param(e, "path", "path: control characters are not allowed");
+	json_t *utf8 = json_string(path); /* NULL when path is not UTF-8 */
+	if (!utf8)
+		return err_param(e, "path", "path: not UTF-8");
+	json_decref(utf8);
 	int dfd = core_session_dirfd(c, ws, session, e);
 	if (dfd < 0)
 		return -1;
