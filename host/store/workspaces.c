@@ -229,7 +229,8 @@ int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
 			sqlite3_bind_null(st, 2);
 		int64_t now = store_now_ms();
 		char prefix[STORE_KEY_PREFIX_SHOWN + 1];
-		snprintf(prefix, sizeof prefix, "%s", key);
+		memcpy(prefix, key, STORE_KEY_PREFIX_SHOWN); /* the key is longer */
+		prefix[STORE_KEY_PREFIX_SHOWN] = 0;
 		sqlite3_bind_int64(st, 3, now);
 		sqlite3_bind_text(st, 4, prefix, -1, SQLITE_TRANSIENT);
 		if (sqlite3_step(st) == SQLITE_DONE) {
