@@ -921,6 +921,33 @@ static int core_recover(struct core *c, struct err *e)
 			store_usage_switch(c->store, segs[s].computer, "", "", NULL, segs[s].end_ms,
 					   NULL);
 	}
+	free(segs);
+	segs = NULL;
+	nsegs = 0;
+	/* Whatever came before (a clean stop, a crash, a segment closed too
+	 * early), a computer running or stopped now is billed in that state:
+	 * one without an open segment gets one from where its last segment
+	 * ended (an adopted computer's processes are the same ones, by pid and
+	 * start time, so it ran all along), or from now if it never had one. */
+	if (store_usage_open_segments(c->store, &segs, &nsegs, e) < 0)
+		nsegs = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *st = all[i].state;
+		if (strcmp(st, "running") != 0 && strcmp(st, "stopped") != 0)
+			continue;
+		bool open = false;
+		for (size_t s = 0; s < nsegs && !open; s++)
+			open = strcmp(segs[s].computer, all[i].id) == 0;
+		int64_t from = 0;
+		if (open || store_usage_last_end(c->store, all[i].id, &from, NULL) < 0)
+			continue;
+		if (from <= 0)
+			from = core_now_ms();
+		fprintf(stderr, "cubicled: %s: %s with no open usage segment: billed from %lld\n",
+			all[i].id, st, (long long)from);
+		store_usage_switch(c->store, all[i].id, all[i].workspace, all[i].size, st, from,
+				   NULL);
+	}
 	for (size_t i = 0; i < n; i++)
 		store_computer_clear(&all[i]);
 	free(all);

@@ -243,6 +243,9 @@ struct store_open_segment {
 int store_usage_open_segments(struct store *s, struct store_open_segment **out, size_t *n,
 			      struct err *e);
 
+/* The end of the computer's latest segment (0 when it has none). */
+int store_usage_last_end(struct store *s, const char *computer, int64_t *end_ms, struct err *e);
+
 struct store_rates {
 	int64_t unit_nanodollars_per_s;	   /* xs running rate: default 15000 (0.000015 USD) */
 	int64_t stopped_nanodollars_per_s; /* per second while stopped, any size: default 0 */
