@@ -127,6 +127,22 @@ class Children(unittest.TestCase):
                    10, "cubicled to spool the upload in " + spool)
         return s
 
+    def check_cloexec(self):
+        """Every descriptor cubicled has open past stdin/stdout/stderr is
+        O_CLOEXEC, so no exec can carry it off."""
+        pid = srv.proc.pid
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            if int(fd) < 3:
+                continue
+            try:
+                with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                    flags = int(f.read().split("flags:")[1].split()[0], 8)
+                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except (OSError, IndexError):
+                continue  # closed meanwhile
+            self.assertTrue(flags & 0o2000000, "cubicled's fd %s (%s) is not O_CLOEXEC" %
+                            (fd, target))
+
     def test_cubicled_itself(self):
         with open("/proc/%d/environ" % srv.proc.pid, "rb") as f:
             self.check_environ("cubicled", f.read().replace(canary_value.encode(), b""))
@@ -135,6 +151,7 @@ class Children(unittest.TestCase):
         ws, key = srv.workspace("victim")
         ws2, key2 = srv.workspace("observer")
         held = self.held_upload(key)
+        self.check_cloexec()
         made = []
         try:
             for iso in ("container", "vm"):
