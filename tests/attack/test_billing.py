@@ -138,6 +138,39 @@ class Billing(unittest.TestCase):
         finally:
             s.stop()
 
+    def test_running_computer_with_its_segment_closed(self):
+        """The ledger as the report found it after the restart: the
+        computers' segments closed at the shutdown while they ran on. The
+        harness's runs of the landed build (Ctrl-C during the replacement's
+        boot, 3 s and 125 s gaps, make run's own script) kept them open, so
+        the state is made here, in the database, while cubicled is down:
+        recovery must bill the adopted computer from where its segment
+        ended, and from then on."""
+        import sqlite3
+        s = GroupCubicled().start()
+        try:
+            ws, key = s.workspace("closed")
+            t0 = time.time()
+            sb = s.computer(key, kind="sandbox", size="xs")
+            since = {sb["id"]: (t0, time.time())}
+            t_stop = time.time()
+            ctrl_c(s)
+            db = sqlite3.connect(os.path.join(s.state, "cubicle.db"))
+            with db:
+                n = db.execute("UPDATE usage_segments SET open = 0 WHERE open = 1").rowcount
+            db.close()
+            self.assertEqual(n, 1)
+            self.wait_down(t_stop)
+            s.restart()
+            self.assertEqual(s.ok("GET", "/v1/computers/" + sb["id"], key=key)["state"],
+                             "running")
+            self.check(s, ws, since, "after a restart that found its segment closed")
+            t_mark = time.time()
+            wait_until(lambda: time.time() >= t_mark + 2, 10, "two seconds")
+            self.check(s, ws, since, "two seconds later")
+        finally:
+            s.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
