@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -727,6 +728,14 @@ int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, j
 	return store_usage_query(c->store, ws, from_ms, to_ms, &c->cfg.rates, out, e);
 }
 
+static int core_rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)f;
+	if (flag == FTW_DP)
+		return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
+	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
 int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct err *e)
 {
 	if (c->pool_ws[0] && strcmp(ws, c->pool_ws) == 0)
@@ -760,6 +769,16 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 		json_decref(ids);
 		return -1;
 	}
+	/* Its session files go too (its computers, which mounted them, are
+	 * gone): never following a symlink or crossing a mount. */
+	char dir[600];
+	struct stat st;
+	if (ident_ok(ws, 63) &&
+	    snprintf(dir, sizeof dir, "%s/sessions/%s", c->cfg.state_dir, ws) < (int)sizeof dir &&
+	    lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    nftw(dir, core_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
+		fprintf(stderr, "cubicled: workspace %s deleted, but not all of %s: %s\n", ws, dir,
+			strerror(errno));
 	*out = json_pack("{s:s, s:b, s:o}", "id", ws, "deleted", 1, "computers", ids);
 	return 0;
 }

@@ -111,6 +111,9 @@ class Keys(unittest.TestCase):
         self.assertEqual(state["state"], "running")
         pids = pids_of(init)
         self.assertTrue(pids, "the computer's processes, from the host's /proc")
+        srv.ok("PUT", "/v1/sessions/notes/files?path=input/a.txt", b"private", key=key)
+        sessions = os.path.join(srv.state, "sessions", ws)
+        self.assertTrue(os.path.isdir(sessions))
         # Without ?confirm= it is refused (the HTTP library folds
         # .../keys/.. into .../{ws}).
         r = srv.req("DELETE", "/v1/workspaces/" + ws)
@@ -122,6 +125,7 @@ class Keys(unittest.TestCase):
         self.assertEqual(srv.req("GET", "/v1/computers", key=key).status, 401)
         self.assertNotIn(ws, [w["id"] for w in srv.ok("GET", "/v1/workspaces")["workspaces"]])
         self.assertEqual(srv.ok("GET", "/v1/computers/" + init)["state"], "deleted")
+        self.assertFalse(os.path.exists(sessions), "its session files are gone")
         wait_until(lambda: not any(os.path.exists("/proc/%d" % p) for p in pids), 30,
                    "the deleted workspace's processes to end")
         # No new computer, no new key in it; deleting again is 404.
