@@ -116,7 +116,7 @@ static char *main_state_secret(const char *state_dir, const char *name, const ch
 {
 	char path[PATH_MAX + 16], buf[128] = "";
 	snprintf(path, sizeof path, "%s/%s", state_dir, name);
-	FILE *f = fopen(path, "r");
+	FILE *f = fopen(path, "re");
 	if (f) {
 		if (!fgets(buf, sizeof buf, f))
 			buf[0] = 0;
@@ -153,7 +153,13 @@ static char *main_admin_key(const char *state_dir)
 				"cubicled: CUBICLE_ADMIN_KEY is shorter than 16 characters\n");
 			return NULL;
 		}
-		return strdup(env);
+		char *key = strdup(env);
+		/* Gone from the environment, also from its bytes in our memory
+		 * (/proc/PID/environ of cubicled and of every process forked from
+		 * it shows them): no child inherits it. */
+		explicit_bzero((char *)env, strlen(env));
+		unsetenv("CUBICLE_ADMIN_KEY");
+		return key;
 	}
 	return main_state_secret(state_dir, "admin.key", "ck_admin_");
 }

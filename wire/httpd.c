@@ -417,6 +417,19 @@ static void request_fill_req(struct lws *wsi, struct httpd_request *req, char *t
 		}
 	}
 	snprintf(req->path, sizeof req->path, "%.*s", uri ? ulen : 0, uri ? uri : "");
+	/* A decoded %00 must not cut the path short (".../ws%00/keys/k" would
+	 * be ".../ws"): it becomes DEL, which no route or id accepts. */
+	for (int i = (int)strlen(req->path); uri && i < ulen && i < (int)sizeof req->path - 1; i++)
+		req->path[i] = uri[i] ? uri[i] : '\x7f';
+	if (uri && ulen < (int)sizeof req->path)
+		req->path[ulen] = 0;
+	/* libwebsockets 4.1 ends the URI at a decoded CR or LF and skips the
+	 * rest of the request line, its HTTP version included: a path cut
+	 * short that way (".../ws%0A/keys/k" would be ".../ws") is marked
+	 * so that no route matches it. */
+	if (uri && lws_hdr_total_length(wsi, WSI_TOKEN_HTTP) <= 0)
+		snprintf(req->path + strlen(req->path), sizeof req->path - strlen(req->path),
+			 "\x7f");
 	snprintf(target, tlen, "%s %.140s", req->method_name, req->path);
 	lws_hdr_copy(wsi, req->authorization, sizeof req->authorization,
 		     WSI_TOKEN_HTTP_AUTHORIZATION);
@@ -439,6 +452,9 @@ static void request_fill_req(struct lws *wsi, struct httpd_request *req, char *t
 		int n = lws_hdr_copy_fragment(wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, i);
 		if (n < 0)
 			break;
+		for (int k = 0; k < n && k < (int)sizeof frag - 1; k++)
+			if (!frag[k])
+				frag[k] = '\x7f'; /* as in the path: a NUL cuts nothing short */
 		char *dup = strdup(frag);
 		if (dup)
 			req->query[req->nquery++] = dup;

@@ -17,6 +17,16 @@ bool ident_ok(const char *s, size_t max_len)
 	return true;
 }
 
+int ident_param(const char *param, const char *value, size_t max_len, bool optional, struct err *e)
+{
+	if (!value && optional)
+		return 0;
+	if (value && ident_ok(value, max_len))
+		return 0;
+	return err_param(e, param, "%s: %s1 to %zu of A-Z a-z 0-9 - _ (no '.', '/' or other bytes)",
+			 param, value ? "" : "required: ", max_len);
+}
+
 int ident_random_hex(char *out, size_t nbytes, struct err *e)
 {
 	unsigned char b[64];

@@ -189,12 +189,64 @@ static void api_keys(void *ctx, struct httpd_request *req, struct httpd_response
 	struct api_caller *c = req->user;
 	struct err e = {0};
 	struct store_workspace w;
+	struct store_key_info info;
 	char key[64];
 	int rc = store_workspace_get(a->store, c->id, &w, &e);
 	if (rc == 0)
-		rc = store_key_create(a->store, w.id, key, &e);
+		rc = store_key_issue(a->store, w.id, key, &info, &e);
 	api_answer(resp, rc, 201,
-		   rc == 0 ? json_pack("{s:s, s:s}", "key", key, "workspace", w.id) : NULL, &e);
+		   rc == 0 ? json_pack("{s:s, s:s, s:s, s:s, s:I}", "key", key, "id", info.id,
+				       "prefix", info.prefix, "workspace", w.id, "created_at",
+				       (json_int_t)info.created_ms)
+			   : NULL,
+		   &e);
+	OPENSSL_cleanse(key, sizeof key);
+}
+
+/* GET /v1/workspaces/{ws}/keys: ids and prefixes, never the keys. */
+static void api_keys_list(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *keys = NULL;
+	int rc = store_key_list(a->store, c->id, &keys, &e);
+	api_answer(resp, rc, 200,
+		   rc == 0 ? json_pack("{s:s, s:o}", "workspace", c->id, "keys", keys) : NULL, &e);
+}
+
+/* DELETE /v1/workspaces/{ws}/keys/{key_id}: the key answers 401 from now on. */
+static void api_key_delete(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	int rc = store_key_revoke_id(a->store, c->id, c->sub, &e);
+	api_answer(
+	    resp, rc, 200,
+	    rc == 0 ? json_pack("{s:s, s:s, s:b}", "id", c->sub, "workspace", c->id, "deleted", 1)
+		    : NULL,
+	    &e);
+}
+
+/* DELETE /v1/workspaces/{ws}: its keys, then its computers; its ledger stays. */
+static void api_workspace_delete(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *out = NULL;
+	/* The HTTP library folds dot segments before we see the path:
+	 * DELETE .../{ws}/keys/.. arrives as DELETE .../{ws}. So the one
+	 * call that removes a workspace must also name it in ?confirm=. */
+	const char *confirm = httpd_query(req, "confirm");
+	int rc = 0;
+	if (!confirm || strcmp(confirm, c->id) != 0)
+		rc = err_param(&e, "confirm",
+			       "confirm: deleting a workspace needs ?confirm=<its id> as well");
+	if (rc == 0)
+		rc = core_workspace_delete(a->core, c->id, &out, &e);
+	api_answer(resp, rc, 200, out, &e);
 }
 
 /* ?wait=STATE&timeout_s=N, read and checked before the operation runs, so
@@ -389,8 +441,14 @@ static void api_files(void *ctx, struct httpd_request *req, struct httpd_respons
 		return;
 	}
 	const char *ws = api_ws(c);
+	const char *asked = httpd_query(req, "workspace");
+	if (session && ws && asked && strcmp(ws, asked) != 0) {
+		err_set(&e, ERR_NOT_FOUND, "no workspace %.40s", asked);
+		httpd_respond_err(resp, &e);
+		return;
+	}
 	if (session && !ws)
-		ws = httpd_query(req, "workspace");
+		ws = asked;
 	if (req->method == HTTPD_GET) {
 		if (session) {
 			int fd;
@@ -574,8 +632,10 @@ static int api_segments(const char *path, char segs[][64], int n)
 		segs[k][len] = 0;
 		k++;
 		p += len;
-		while (*p == '/')
+		if (*p == '/')
 			p++;
+		if (*p == '/')
+			return -1; /* an empty segment ("//", a decoded %2F) names nothing */
 	}
 	return *p ? -1 : k;
 }
@@ -589,7 +649,7 @@ static int api_route_files_put(struct api *a, struct httpd_route *route, struct 
 		return err_set(e, ERR_INTERNAL, "cannot spool the upload: %s", strerror(errno));
 	/* The handler reads it back; httpd closes body_fd, so hand it a dup. */
 	route->body = HTTPD_BODY_FD;
-	route->body_fd = dup(c->spool_fd);
+	route->body_fd = fcntl(c->spool_fd, F_DUPFD_CLOEXEC, 0);
 	unlink(c->spool_path); /* the open descriptors keep it alive */
 	return 0;
 }
@@ -661,9 +721,23 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 			route->handler = api_workspaces;
 			return 0;
 		}
-		if (n == 4 && strcmp(s[3], "keys") == 0 && m == HTTPD_POST && ident_ok(s[2], 63)) {
+		if (n >= 3 && ident_param("workspace", s[2], 63, false, e) < 0)
+			return -1;
+		if (n >= 3)
 			snprintf(c->id, sizeof c->id, "%s", s[2]);
-			route->handler = api_keys;
+		if (n == 3 && m == HTTPD_DELETE) {
+			route->handler = api_workspace_delete;
+			return 0;
+		}
+		if (n == 4 && strcmp(s[3], "keys") == 0 && (m == HTTPD_POST || m == HTTPD_GET)) {
+			route->handler = m == HTTPD_POST ? api_keys : api_keys_list;
+			return 0;
+		}
+		if (n == 5 && strcmp(s[3], "keys") == 0 && m == HTTPD_DELETE) {
+			if (ident_param("key_id", s[4], 31, false, e) < 0)
+				return -1;
+			snprintf(c->sub, sizeof c->sub, "%s", s[4]);
+			route->handler = api_key_delete;
 			return 0;
 		}
 		goto not_found;

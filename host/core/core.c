@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -727,6 +728,61 @@ int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, j
 	return store_usage_query(c->store, ws, from_ms, to_ms, &c->cfg.rates, out, e);
 }
 
+static int core_rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)f;
+	if (flag == FTW_DP)
+		return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
+	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct err *e)
+{
+	if (c->pool_ws[0] && strcmp(ws, c->pool_ws) == 0)
+		return err_set(
+		    e, ERR_CONFLICT,
+		    "%s is the warm pool's workspace: stop cubicled's --warm-pool instead", ws);
+	/* First gone (no create, no key from here on), then its computers. */
+	if (store_workspace_delete(c->store, ws, e) < 0)
+		return -1;
+	struct store_filter f = {.workspace = ws};
+	struct store_computer *all = NULL;
+	size_t n = 0;
+	if (store_computer_list(c->store, &f, &all, &n, e) < 0)
+		return -1;
+	json_t *ids = json_array();
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		json_t *one = NULL;
+		struct err de = {0};
+		if (core_delete(c, all[i].id, ws, &one, &de) == 0)
+			json_array_append_new(ids, json_string(all[i].id));
+		else if (rc == 0)
+			rc = err_set(e, de.code,
+				     "workspace %s is deleted, but computer %s is not: %s", ws,
+				     all[i].id, de.message);
+		json_decref(one);
+		store_computer_clear(&all[i]);
+	}
+	free(all);
+	if (rc < 0) {
+		json_decref(ids);
+		return -1;
+	}
+	/* Its session files go too (its computers, which mounted them, are
+	 * gone): never following a symlink or crossing a mount. */
+	char dir[600];
+	struct stat st;
+	if (ident_ok(ws, 63) &&
+	    snprintf(dir, sizeof dir, "%s/sessions/%s", c->cfg.state_dir, ws) < (int)sizeof dir &&
+	    lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    nftw(dir, core_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
+		fprintf(stderr, "cubicled: workspace %s deleted, but not all of %s: %s\n", ws, dir,
+			strerror(errno));
+	*out = json_pack("{s:s, s:b, s:o}", "id", ws, "deleted", 1, "computers", ids);
+	return 0;
+}
+
 char *core_metrics(struct core *c)
 {
 	static const char *const states[] = {"provisioning", "starting", "running", "stopping",
@@ -895,12 +951,50 @@ static int core_recover(struct core *c, struct err *e)
 			store_usage_switch(c->store, segs[s].computer, "", "", NULL, segs[s].end_ms,
 					   NULL);
 	}
+	free(segs);
+	segs = NULL;
+	nsegs = 0;
+	/* Whatever came before (a clean stop, a crash, a segment closed too
+	 * early), a computer running or stopped now is billed in that state:
+	 * one without an open segment gets one from where its last segment
+	 * ended (an adopted computer's processes are the same ones, by pid and
+	 * start time, so it ran all along), or from now if it never had one. */
+	if (store_usage_open_segments(c->store, &segs, &nsegs, e) < 0)
+		nsegs = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *st = all[i].state;
+		if (strcmp(st, "running") != 0 && strcmp(st, "stopped") != 0)
+			continue;
+		bool open = false;
+		for (size_t s = 0; s < nsegs && !open; s++)
+			open = strcmp(segs[s].computer, all[i].id) == 0;
+		int64_t from = 0;
+		if (open || store_usage_last_end(c->store, all[i].id, &from, NULL) < 0)
+			continue;
+		if (from <= 0)
+			from = core_now_ms();
+		fprintf(stderr, "cubicled: %s: %s with no open usage segment: billed from %lld\n",
+			all[i].id, st, (long long)from);
+		store_usage_switch(c->store, all[i].id, all[i].workspace, all[i].size, st, from,
+				   NULL);
+	}
 	for (size_t i = 0; i < n; i++)
 		store_computer_clear(&all[i]);
 	free(all);
 	free(segs);
 	/* The survivors ran (or stayed stopped) while we were down: count it. */
 	return store_usage_tick(c->store, core_now_ms(), e);
+}
+
+/* A stream revocation kept in the store: back on the computer's record. */
+static void core_revoked_load(void *ctx, const char *computer, int64_t revoked_ms)
+{
+	struct core *c = ctx;
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, computer);
+	if (r && r->revoked_ms < revoked_ms)
+		r->revoked_ms = revoked_ms;
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* Which drivers run here, and the default isolation: a microVM where KVM
@@ -945,7 +1039,9 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
 	mkdir(dir, 0711);
 	core_pick_drivers(c);
-	if (core_recover(c, e) < 0 || pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
+	if (core_recover(c, e) < 0 ||
+	    store_stream_revocations(store, core_now_ms(), core_revoked_load, c, e) < 0 ||
+	    pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])
 			err_set(e, ERR_INTERNAL, "cannot start the core");

@@ -98,6 +98,15 @@ int core_session_write(struct core *c, const char *ws, const char *session, cons
 int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, json_t **out,
 	       struct err *e);
 
+/*
+ * Deletes workspace ws: marked deleted and its keys revoked (one store
+ * transaction: they answer 401 from then on), then each of its computers
+ * deleted as DELETE /v1/computers/{id} does. Its usage ledger stays,
+ * queryable by the admin. *out: {"id","deleted":true,"computers":[ids]}.
+ * ERR_NOT_FOUND for no such workspace; ERR_CONFLICT for the warm pool's.
+ */
+int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct err *e);
+
 /* ---- live streams -------------------------------------------------------------- */
 
 /* Who closes a computer's streams when it stops or is deleted (the api). */
@@ -115,7 +124,10 @@ int core_stream_target(struct core *c, const char *id, const char *ws, int64_t i
  * (a token minted in the revocation's millisecond must still work). */
 int64_t core_stream_issue_ms(struct core *c, const char *id);
 
-/* Refuses every token of the computer issued until now (streams close too). */
+/* Refuses every token of the computer issued until now (streams close too),
+ * also after a restart: the revocation is kept in the store until every
+ * token it refuses has expired (CORE_STREAM_TOKEN_MAX_S). */
+#define CORE_STREAM_TOKEN_MAX_S 86400 /* --stream-ttl-max's highest value */
 void core_stream_revoke(struct core *c, const char *id);
 
 /* A viewer opened (+1) or closed (-1) a stream: viewers keep it from idling. */

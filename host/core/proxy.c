@@ -151,57 +151,118 @@ int core_file_put(struct core *c, const char *id, const char *ws, const char *pa
 
 /* ---- sessions ------------------------------------------------------------------- */
 
+/* Resolving beneath a directory: never out of it, never through a symlink
+ * (a guest can put symlinks in its session) or a /proc magic link. */
+#define CORE_BENEATH (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+
+static int core_openat2(int dfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {
+	    .flags = (uint64_t)(flags | O_CLOEXEC), .mode = mode, .resolve = CORE_BENEATH};
+	return (int)syscall(SYS_openat2, dfd, path, &how, sizeof how);
+}
+
+/* dfd/name as a directory (made with mode when missing), opened O_PATH
+ * beneath dfd; -1 with errno. */
+static int core_subdir(int dfd, const char *name, mode_t mode)
+{
+	if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
+		return -1;
+	return core_openat2(dfd, name, O_PATH | O_DIRECTORY, 0);
+}
+
+/*
+ * The session directory of workspace ws as an O_PATH descriptor, made with
+ * input/, output/ and working/ when missing. Every component is checked
+ * (ident_param) and opened beneath the state directory, so no request
+ * value can name a place outside it.
+ */
+static int core_session_dirfd(struct core *c, const char *ws, const char *session, struct err *e)
+{
+	if (ident_param("workspace", ws, 63, false, e) < 0)
+		return -1;
+	if (!session || !ident_ok(session, 64))
+		return err_param(e, "session", "session: 1 to 64 of A-Z a-z 0-9 - _, not '%.70s'",
+				 session ? session : "");
+	int state = open(c->cfg.state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int all = state < 0 ? -1 : core_subdir(state, "sessions", 0711);
+	int wsd = all < 0 ? -1 : core_subdir(all, ws, 0711);
+	int fd = wsd < 0 ? -1 : core_subdir(wsd, session, 0755);
+	int err = errno;
+	static const char *const subs[] = {"input", "output", "working"};
+	for (size_t i = 0; fd >= 0 && i < 3; i++)
+		mkdirat(fd, subs[i], 0755);
+	if (state >= 0)
+		close(state);
+	if (all >= 0)
+		close(all);
+	if (wsd >= 0)
+		close(wsd);
+	if (fd < 0)
+		return err_set(e, ERR_INTERNAL, "cannot create the session directory: %s",
+			       strerror(err));
+	return fd;
+}
+
 int core_session_dir_for(struct core *c, const char *ws, const char *session, char *out, size_t len,
 			 struct err *e)
 {
-	if (!ident_ok(session, 64))
-		return err_param(e, "session", "session: 1 to 64 of A-Z a-z 0-9 - _, not '%.70s'",
-				 session);
-	char wsdir[600];
-	snprintf(wsdir, sizeof wsdir, "%s/sessions/%s", c->cfg.state_dir, ws);
-	mkdir(wsdir, 0711);
-	snprintf(out, len, "%s/%s", wsdir, session);
-	if (mkdir(out, 0755) < 0 && errno != EEXIST)
-		return err_set(e, ERR_INTERNAL, "cannot create the session directory: %s",
-			       strerror(errno));
-	static const char *const subs[] = {"input", "output", "working"};
-	for (size_t i = 0; i < 3; i++) {
-		char sub[700];
-		snprintf(sub, sizeof sub, "%s/%s", out, subs[i]);
-		mkdir(sub, 0755);
-	}
+	int fd = core_session_dirfd(c, ws, session, e);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	int n = snprintf(out, len, "%s/sessions/%s/%s", c->cfg.state_dir, ws, session);
+	if (n < 0 || (size_t)n >= len)
+		return err_set(e, ERR_INTERNAL, "the session directory's path is too long");
 	return 0;
 }
 
-/* Opens path beneath the session directory: no "..", no symlink out. */
+/* Opens path beneath the session directory: no "..", no symlink, nothing out. */
 static int core_session_openat(struct core *c, const char *ws, const char *session,
 			       const char *path, int flags, mode_t mode, struct err *e)
 {
 	if (!ws)
 		return err_param(e, "workspace", "workspace: required with the admin key");
-	char dir[600];
-	if (core_session_dir_for(c, ws, session, dir, sizeof dir, e) < 0)
+	if (ident_param("workspace", ws, 63, false, e) < 0)
 		return -1;
-	if (!path || !*path || path[0] == '/')
+	if (store_workspace_get(c->store, ws, NULL, NULL) < 0)
+		return err_set(e, ERR_NOT_FOUND, "no workspace %s", ws);
+	if (!path || !*path || path[0] == '/' || strlen(path) > 4096)
 		return err_param(e, "path",
 				 "path: a path inside the session, like output/report.txt");
-	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	for (const char *p = path; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return err_param(e, "path", "path: control characters are not allowed");
+	json_t *utf8 = json_string(path); /* NULL when path is not UTF-8 */
+	if (!utf8)
+		return err_param(e, "path", "path: not UTF-8");
+	json_decref(utf8);
+	int dfd = core_session_dirfd(c, ws, session, e);
 	if (dfd < 0)
-		return err_set(e, ERR_INTERNAL, "cannot open the session: %s", strerror(errno));
-	struct open_how how = {
-	    .flags = (uint64_t)(flags | O_CLOEXEC),
-	    .mode = mode,
-	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-	};
-	int fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof how);
+		return -1;
+	/* Non-blocking: a FIFO a guest left there must not hold a thread. */
+	int fd = core_openat2(dfd, path, flags | O_NONBLOCK | O_NOCTTY, mode);
 	int err = errno;
 	close(dfd);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		return err_param(e, "path", "path: '%s' is not a regular file", path);
+	}
+	if (fd >= 0)
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	if (fd < 0) {
-		if (err == EXDEV)
-			return err_param(e, "path", "path: '%s' leaves the session", path);
+		if (err == EXDEV || err == ELOOP)
+			return err_param(e, "path",
+					 "path: '%s' leaves the session or goes through a symlink",
+					 path);
 		if (err == ENOENT)
 			return err_set(e, ERR_NOT_FOUND, "no file '%s' in session %s", path,
 				       session);
+		if (err == ENXIO)
+			return err_param(e, "path", "path: '%s' is not a regular file", path);
+		if (err == ENAMETOOLONG)
+			return err_param(e, "path", "path: too long");
 		return err_set(e, err == EISDIR ? ERR_INVALID : ERR_INTERNAL,
 			       "cannot open '%s': %s", path, strerror(err));
 	}
@@ -287,11 +348,17 @@ int64_t core_stream_issue_ms(struct core *c, const char *id)
 
 void core_stream_revoke(struct core *c, const char *id)
 {
+	int64_t now = core_now_ms();
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
 	if (r)
-		r->revoked_ms = core_now_ms();
+		r->revoked_ms = now;
 	pthread_mutex_unlock(&c->lock);
+	struct err e = {0};
+	if (store_stream_revoke(c->store, id, now, now + CORE_STREAM_TOKEN_MAX_S * 1000LL, &e) < 0)
+		fprintf(stderr,
+			"cubicled: %s: the stream revocation is not kept across a restart: %s\n",
+			id, e.message);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, id);
 }

@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/close_range.h>
 
 void drv_sleep_ms(int ms)
 {
@@ -52,8 +54,27 @@ void drv_state_del(json_t *state, const char *key)
 		json_object_del(state, key);
 }
 
+char *const drv_child_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			       "LANG=C.UTF-8", NULL};
+
+int drv_child_fds(int keep)
+{
+	if (keep < 3)
+		return (int)syscall(SYS_close_range, 3U, ~0U, 0U);
+	if (keep > 3 && syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U) < 0)
+		return -1;
+	if (fcntl(keep, F_SETFD, 0) < 0)
+		return -1;
+	return (int)syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U);
+}
+
 int drv_run(char *const argv[], const char *errfile, const char *who, struct err *e)
 {
+	char exe[4096];
+	if (strchr(argv[0], '/'))
+		snprintf(exe, sizeof exe, "%s", argv[0]);
+	else if (drv_find_exe(argv[0], exe, sizeof exe) < 0)
+		return err_set(e, ERR_UNAVAILABLE, "%s: %s is not installed", who, argv[0]);
 	pid_t pid = fork();
 	if (pid < 0)
 		return err_set(e, ERR_INTERNAL, "%s: fork: %s", who, strerror(errno));
@@ -67,7 +88,9 @@ int drv_run(char *const argv[], const char *errfile, const char *who, struct err
 			dup2(null, 0);
 			dup2(null, 1);
 		}
-		execvp(argv[0], argv);
+		if (drv_child_fds(-1) < 0)
+			_exit(126);
+		execve(exe, argv, drv_child_env);
 		_exit(127);
 	}
 	int status;

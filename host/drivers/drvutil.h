@@ -25,7 +25,22 @@ void drv_state_del(json_t *state, const char *key);
 /* Searches $PATH, then the usual places, for an executable. */
 int drv_find_exe(const char *name, char *out, size_t len);
 
-/* Runs argv (argv[0] searched in $PATH) as a child and waits; 0 when it
+/*
+ * What every program cubicled starts gets instead of cubicled's own
+ * environment (which may hold CUBICLE_ADMIN_KEY): PATH and LANG only.
+ */
+extern char *const drv_child_env[];
+
+/*
+ * In a child between fork and exec: every descriptor from 3 up is closed
+ * but `keep` (-1 for none), which stays open across the exec. Descriptors
+ * another thread opened without O_CLOEXEC (a tenant's upload, a socket)
+ * never reach the program. 0, or -1 with errno.
+ */
+int drv_child_fds(int keep);
+
+/* Runs argv (argv[0] searched in $PATH) as a child and waits, with
+ * drv_child_env and only stdin/stdout/stderr; 0 when it
  * exits 0, else an error prefixed with `who` that quotes the end of its
  * stderr, which goes to errfile. */
 int drv_run(char *const argv[], const char *errfile, const char *who, struct err *e);

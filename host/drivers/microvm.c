@@ -618,9 +618,10 @@ static int vm_spawn(struct driver_computer *c, const struct cgroup_set *cg, char
 			    dup2(lfd, 2) < 0 || chdir(dir) < 0 ||
 			    (session_fd >= 0 && vm_pass_fd(session_fd, VM_SESSION_FD) < 0) ||
 			    setgroups((size_t)ngroups, groups) < 0 || setgid(uid) < 0 ||
-			    setuid(uid) < 0)
+			    setuid(uid) < 0 ||
+			    drv_child_fds(session_fd >= 0 ? VM_SESSION_FD : -1) < 0)
 				_exit(126);
-			execv(argv[0], argv);
+			execve(argv[0], argv, drv_child_env);
 			_exit(127);
 		}
 		_exit(write(pids[1], &q, sizeof q) == sizeof q && q > 0 ? 0 : 1);

@@ -540,3 +540,90 @@ int store_computer_count_running(struct store *s, const char *workspace, int *n,
 	store_unlock(s);
 	return rc;
 }
+
+/* ---- stream revocations ------------------------------------------------------ */
+
+static const char SQL_STREAM_REVOKE[] =
+    "INSERT INTO stream_revocations (computer, revoked_ms, expires_ms) VALUES (?1, ?2, ?3)"
+    " ON CONFLICT(computer) DO UPDATE SET revoked_ms = MAX(revoked_ms, excluded.revoked_ms),"
+    " expires_ms = MAX(expires_ms, excluded.expires_ms)";
+static const char SQL_STREAM_PRUNE[] = "DELETE FROM stream_revocations WHERE expires_ms < ?1";
+static const char SQL_STREAM_LIST[] = "SELECT computer, revoked_ms FROM stream_revocations";
+
+int store_stream_revoke(struct store *s, const char *computer, int64_t revoked_ms,
+			int64_t expires_ms, struct err *e)
+{
+	if (!computer || !*computer)
+		return err_param(e, "computer", "computer: the computer id is empty");
+	store_lock(s);
+	int rc = -1;
+	sqlite3_stmt *st = store_stmt(s, SQL_STREAM_PRUNE, e);
+	if (st) {
+		sqlite3_bind_int64(st, 1, revoked_ms);
+		sqlite3_step(st); /* pruning is housekeeping: its failure is not this call's */
+		store_stmt_done(st);
+	}
+	if ((st = store_stmt(s, SQL_STREAM_REVOKE, e))) {
+		sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, revoked_ms);
+		sqlite3_bind_int64(st, 3, expires_ms);
+		if (sqlite3_step(st) == SQLITE_DONE)
+			rc = 0;
+		else
+			store_db_error(s, "recording a stream revocation", e);
+	}
+	store_stmt_done(st);
+	store_unlock(s);
+	return rc;
+}
+
+int store_stream_revocations(struct store *s, int64_t now_ms,
+			     void (*fn)(void *ctx, const char *computer, int64_t revoked_ms),
+			     void *ctx, struct err *e)
+{
+	/* Copied out first: fn may take other locks. */
+	struct rev {
+		char computer[40];
+		int64_t revoked_ms;
+	} *list = NULL;
+	size_t n = 0, cap = 0;
+	int rc = -1;
+	store_lock(s);
+	sqlite3_stmt *st = store_stmt(s, SQL_STREAM_PRUNE, e);
+	if (st) {
+		sqlite3_bind_int64(st, 1, now_ms);
+		if (sqlite3_step(st) == SQLITE_DONE)
+			rc = 0;
+		else
+			store_db_error(s, "pruning stream revocations", e);
+		store_stmt_done(st);
+	}
+	if (rc == 0 && (st = store_stmt(s, SQL_STREAM_LIST, e))) {
+		int step = SQLITE_DONE;
+		while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+			if (n == cap) {
+				size_t ncap = cap ? 2 * cap : 16;
+				struct rev *grown = realloc(list, ncap * sizeof *list);
+				if (!grown) {
+					rc = err_set(e, ERR_INTERNAL, "out of memory");
+					break;
+				}
+				list = grown;
+				cap = ncap;
+			}
+			store_col_text(st, 0, list[n].computer, sizeof list[n].computer);
+			list[n].revoked_ms = sqlite3_column_int64(st, 1);
+			n++;
+		}
+		if (rc == 0 && step != SQLITE_DONE)
+			rc = store_db_error(s, "reading stream revocations", e);
+		store_stmt_done(st);
+	} else if (rc == 0) {
+		rc = -1;
+	}
+	store_unlock(s);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		fn(ctx, list[i].computer, list[i].revoked_ms);
+	free(list);
+	return rc;
+}

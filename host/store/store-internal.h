@@ -17,7 +17,7 @@
 
 #include "store.h"
 
-#define STORE_STMT_MAX 48
+#define STORE_STMT_MAX 96
 
 struct store {
 	sqlite3 *db;
@@ -29,6 +29,9 @@ struct store {
 		const char *sql;
 		sqlite3_stmt *stmt;
 	} stmts[STORE_STMT_MAX];
+	/* store_on_keys_revoked's hook, called after a revocation commits. */
+	void (*keys_revoked)(void *ctx);
+	void *keys_revoked_ctx;
 };
 
 void store_lock(struct store *s);

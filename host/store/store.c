@@ -91,6 +91,21 @@ static const char *const store_migrations[] = {
     "CREATE UNIQUE INDEX usage_segments_open ON usage_segments(computer) WHERE open = 1;"
     "CREATE INDEX usage_segments_workspace_start ON usage_segments(workspace, start_ms);"
     "CREATE INDEX usage_segments_start ON usage_segments(start_ms);",
+
+    /* 2: the admin API (keys listed by id and prefix, last use, deleted
+     * workspaces) and stream revocations that survive a restart. */
+    "ALTER TABLE api_keys ADD COLUMN prefix TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE api_keys ADD COLUMN last_used_ms INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX api_keys_workspace ON api_keys(workspace);"
+    /* A deleted workspace keeps its row (its computers' rows and its
+     * ledger refer to it); deleted_ms 0 = live. */
+    "ALTER TABLE workspaces ADD COLUMN deleted_ms INTEGER NOT NULL DEFAULT 0;"
+    /* Stream tokens of `computer` issued at or before revoked_ms are
+     * refused; the row goes once every such token has expired. */
+    "CREATE TABLE stream_revocations ("
+    " computer TEXT PRIMARY KEY,"
+    " revoked_ms INTEGER NOT NULL,"
+    " expires_ms INTEGER NOT NULL);",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))

@@ -64,6 +64,48 @@ int store_key_lookup(struct store *s, const char *key, char workspace_out[40], b
  * fail from now on. ERR_NOT_FOUND for a key that was never created. */
 int store_key_revoke(struct store *s, const char *key, struct err *e);
 
+/* What the admin sees of a key: never the key itself. */
+#define STORE_KEY_PREFIX_SHOWN 11 /* "ck_" + 8 hex digits (32 of its 192 random bits) */
+struct store_key_info {
+	char id[32];	 /* "key-N" */
+	char prefix[16]; /* the key's first STORE_KEY_PREFIX_SHOWN characters */
+	int64_t created_ms;
+};
+
+/* store_key_create that also fills *info (NULL = not wanted). */
+int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
+		    struct store_key_info *info, struct err *e);
+
+/* A workspace's valid keys, oldest first, as a JSON array of
+ * {"id","prefix","created_at","last_used_at"} (Unix ms; last_used_at null
+ * when never used). Lookups record the last use at most once a minute per
+ * key, so it is exact to a minute. ERR_NOT_FOUND for no such (or a
+ * deleted) workspace. */
+int store_key_list(struct store *s, const char *workspace_id, json_t **out, struct err *e);
+
+/* Revokes key key_id ("key-N") of the workspace: its lookups fail from the
+ * moment this returns. ERR_NOT_FOUND for an unknown id, one of another
+ * workspace, or one already revoked. */
+int store_key_revoke_id(struct store *s, const char *workspace_id, const char *key_id,
+			struct err *e);
+
+/*
+ * fn(ctx) is called after every revocation commits (store_key_revoke,
+ * store_key_revoke_id, store_workspace_delete), outside the store's lock:
+ * the one place a cache of keys learns that it must forget. One hook;
+ * NULL removes it.
+ */
+void store_on_keys_revoked(struct store *s, void (*fn)(void *ctx), void *ctx);
+
+/*
+ * Marks a workspace deleted and revokes its keys, in one transaction: it is
+ * gone from store_workspace_get/list (and so from creates and key issues),
+ * while its row, its computers' rows and its usage ledger stay (usage stays
+ * queryable by the admin). Its computers are the caller's to delete.
+ * ERR_NOT_FOUND for no such (or an already deleted) workspace.
+ */
+int store_workspace_delete(struct store *s, const char *id, struct err *e);
+
 /* ---- computers ---------------------------------------------------------- */
 
 struct store_computer {
@@ -153,6 +195,22 @@ int store_computer_list(struct store *s, const struct store_filter *f, struct st
  * starting, running or stopping (for the per-workspace limit). */
 int store_computer_count_running(struct store *s, const char *workspace, int *n, struct err *e);
 
+/* ---- stream revocations ------------------------------------------------ */
+
+/*
+ * Stream tokens of `computer` issued at or before revoked_ms are refused,
+ * also after a restart: the row is kept until expires_ms (when every token
+ * issued before it has expired), then pruned. A later revocation replaces
+ * an earlier one.
+ */
+int store_stream_revoke(struct store *s, const char *computer, int64_t revoked_ms,
+			int64_t expires_ms, struct err *e);
+
+/* Prunes revocations expired at now_ms and calls fn for every other one. */
+int store_stream_revocations(struct store *s, int64_t now_ms,
+			     void (*fn)(void *ctx, const char *computer, int64_t revoked_ms),
+			     void *ctx, struct err *e);
+
 /* ---- usage ledger --------------------------------------------------------- */
 
 /*
@@ -184,6 +242,9 @@ struct store_open_segment {
 };
 int store_usage_open_segments(struct store *s, struct store_open_segment **out, size_t *n,
 			      struct err *e);
+
+/* The end of the computer's latest segment (0 when it has none). */
+int store_usage_last_end(struct store *s, const char *computer, int64_t *end_ms, struct err *e);
 
 struct store_rates {
 	int64_t unit_nanodollars_per_s;	   /* xs running rate: default 15000 (0.000015 USD) */

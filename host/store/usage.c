@@ -158,6 +158,28 @@ int store_usage_tick(struct store *s, int64_t now_ms, struct err *e)
 	return rc;
 }
 
+static const char SQL_LAST_END[] = "SELECT MAX(end_ms) FROM usage_segments WHERE computer = ?1";
+
+int store_usage_last_end(struct store *s, const char *computer, int64_t *end_ms, struct err *e)
+{
+	*end_ms = 0;
+	int rc = -1;
+	store_lock(s);
+	sqlite3_stmt *st = store_stmt(s, SQL_LAST_END, e);
+	if (st) {
+		sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			*end_ms = sqlite3_column_int64(st, 0); /* NULL reads as 0 */
+			rc = 0;
+		} else {
+			store_db_error(s, "reading a computer's last usage", e);
+		}
+	}
+	store_stmt_done(st);
+	store_unlock(s);
+	return rc;
+}
+
 int store_usage_open_segments(struct store *s, struct store_open_segment **out, size_t *n,
 			      struct err *e)
 {

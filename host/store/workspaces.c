@@ -11,6 +11,7 @@
  */
 #include "store-internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,21 +19,34 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-#define STORE_KEY_PREFIX  "ck_"
-#define STORE_KEY_RANDOM  24 /* bytes: 48 hex digits */
-#define STORE_KEY_HASH	  32 /* SHA-256 */
-#define STORE_ID_ATTEMPTS 4  /* fresh ids to try on a (64-bit) collision */
+#define STORE_KEY_PREFIX	"ck_"
+#define STORE_KEY_RANDOM	24    /* bytes: 48 hex digits */
+#define STORE_KEY_HASH		32    /* SHA-256 */
+#define STORE_ID_ATTEMPTS	4     /* fresh ids to try on a (64-bit) collision */
+#define STORE_KEY_USED_EVERY_MS 60000 /* last_used_ms is written at most this often */
+
+static void store_keys_revoked(struct store *s);
 
 static const char SQL_WS_INSERT[] =
     "INSERT INTO workspaces (id, name, max_running, created_ms) VALUES (?1, ?2, ?3, ?4)";
 static const char SQL_WS_GET[] =
-    "SELECT id, name, max_running, created_ms FROM workspaces WHERE id = ?1";
+    "SELECT id, name, max_running, created_ms FROM workspaces WHERE id = ?1 AND deleted_ms = 0";
 static const char SQL_WS_LIST[] =
-    "SELECT id, name, max_running, created_ms FROM workspaces ORDER BY created_ms, rowid";
+    "SELECT id, name, max_running, created_ms FROM workspaces WHERE deleted_ms = 0"
+    " ORDER BY created_ms, rowid";
 static const char SQL_KEY_INSERT[] =
-    "INSERT INTO api_keys (hash, workspace, created_ms) VALUES (?1, ?2, ?3)";
+    "INSERT INTO api_keys (hash, workspace, created_ms, prefix) VALUES (?1, ?2, ?3, ?4)";
 static const char SQL_KEY_LOOKUP[] =
-    "SELECT hash, workspace, revoked_ms FROM api_keys WHERE hash = ?1";
+    "SELECT hash, workspace, revoked_ms, id, last_used_ms FROM api_keys WHERE hash = ?1";
+static const char SQL_KEY_USED[] = "UPDATE api_keys SET last_used_ms = ?2 WHERE id = ?1";
+static const char SQL_KEY_LIST[] = "SELECT id, prefix, created_ms, last_used_ms FROM api_keys"
+				   " WHERE workspace = ?1 AND revoked_ms = 0 ORDER BY id";
+static const char SQL_KEY_REVOKE_ID[] =
+    "UPDATE api_keys SET revoked_ms = ?3 WHERE id = ?1 AND workspace = ?2 AND revoked_ms = 0";
+static const char SQL_KEY_REVOKE_WS[] =
+    "UPDATE api_keys SET revoked_ms = ?2 WHERE workspace = ?1 AND revoked_ms = 0";
+static const char SQL_WS_DELETE[] =
+    "UPDATE workspaces SET deleted_ms = ?2 WHERE id = ?1 AND deleted_ms = 0";
 static const char SQL_KEY_REVOKE[] =
     "UPDATE api_keys SET revoked_ms = CASE WHEN revoked_ms = 0 THEN ?2 ELSE revoked_ms END"
     " WHERE hash = ?1";
@@ -177,6 +191,12 @@ static int store_workspace_exists(struct store *s, const char *id, struct err *e
 
 int store_key_create(struct store *s, const char *workspace_id, char key_out[64], struct err *e)
 {
+	return store_key_issue(s, workspace_id, key_out, NULL, e);
+}
+
+int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
+		    struct store_key_info *info, struct err *e)
+{
 	if (workspace_id && !*workspace_id)
 		return err_param(e, "workspace",
 				 "workspace: empty (pass no workspace for an admin key)");
@@ -207,11 +227,24 @@ int store_key_create(struct store *s, const char *workspace_id, char key_out[64]
 			sqlite3_bind_text(st, 2, workspace_id, -1, SQLITE_STATIC);
 		else
 			sqlite3_bind_null(st, 2);
-		sqlite3_bind_int64(st, 3, store_now_ms());
-		if (sqlite3_step(st) == SQLITE_DONE)
+		int64_t now = store_now_ms();
+		char prefix[STORE_KEY_PREFIX_SHOWN + 1];
+		memcpy(prefix, key, STORE_KEY_PREFIX_SHOWN); /* the key is longer */
+		prefix[STORE_KEY_PREFIX_SHOWN] = 0;
+		sqlite3_bind_int64(st, 3, now);
+		sqlite3_bind_text(st, 4, prefix, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_DONE) {
 			rc = 0;
-		else
+			if (info) {
+				memset(info, 0, sizeof *info);
+				snprintf(info->id, sizeof info->id, "key-%lld",
+					 (long long)sqlite3_last_insert_rowid(s->db));
+				snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
+				info->created_ms = now;
+			}
+		} else {
 			store_db_error(s, "storing an API key", e);
+		}
 	}
 	store_stmt_done(st);
 	store_unlock(s);
@@ -232,6 +265,7 @@ int store_key_lookup(struct store *s, const char *key, char workspace_out[40], b
 
 	store_lock(s);
 	int rc = -1;
+	int64_t used_id = 0, used_ms = 0;
 	sqlite3_stmt *st = store_stmt(s, SQL_KEY_LOOKUP, e);
 	if (st) {
 		sqlite3_bind_blob(st, 1, hash, sizeof hash, SQLITE_STATIC);
@@ -248,6 +282,9 @@ int store_key_lookup(struct store *s, const char *key, char workspace_out[40], b
 				if (admin)
 					*admin = is_admin;
 				rc = 0;
+				int64_t now = store_now_ms();
+				if (now - sqlite3_column_int64(st, 4) >= STORE_KEY_USED_EVERY_MS)
+					used_id = sqlite3_column_int64(st, 3), used_ms = now;
 			}
 		} else if (step != SQLITE_DONE) {
 			store_db_error(s, "looking up an API key", e);
@@ -258,6 +295,14 @@ int store_key_lookup(struct store *s, const char *key, char workspace_out[40], b
 				"the API key is not valid (unknown or revoked)");
 	}
 	store_stmt_done(st);
+	/* Last use, at most once a minute per key: one small write, not one
+	 * per request. A failure here does not fail the request. */
+	if (used_id && (st = store_stmt(s, SQL_KEY_USED, NULL))) {
+		sqlite3_bind_int64(st, 1, used_id);
+		sqlite3_bind_int64(st, 2, used_ms);
+		sqlite3_step(st);
+		store_stmt_done(st);
+	}
 	store_unlock(s);
 	return rc;
 }
@@ -279,5 +324,142 @@ int store_key_revoke(struct store *s, const char *key, struct err *e)
 	}
 	store_stmt_done(st);
 	store_unlock(s);
+	if (rc == 0)
+		store_keys_revoked(s);
+	return rc;
+}
+
+void store_on_keys_revoked(struct store *s, void (*fn)(void *ctx), void *ctx)
+{
+	store_lock(s);
+	s->keys_revoked = fn;
+	s->keys_revoked_ctx = ctx;
+	store_unlock(s);
+}
+
+/* Tells the hook (a key cache) that keys were revoked; lock not held. */
+static void store_keys_revoked(struct store *s)
+{
+	store_lock(s);
+	void (*fn)(void *) = s->keys_revoked;
+	void *ctx = s->keys_revoked_ctx;
+	store_unlock(s);
+	if (fn)
+		fn(ctx);
+}
+
+/* "key-N" to N; 0 when it is not one. */
+static int64_t store_key_id_parse(const char *id)
+{
+	if (!id || strncmp(id, "key-", 4) != 0 || !id[4] || strlen(id) > 24)
+		return 0;
+	int64_t n = 0;
+	for (const char *p = id + 4; *p; p++) {
+		if (*p < '0' || *p > '9' || n > (INT64_MAX - 9) / 10)
+			return 0;
+		n = n * 10 + (*p - '0');
+	}
+	return n;
+}
+
+int store_key_list(struct store *s, const char *workspace_id, json_t **out, struct err *e)
+{
+	json_t *list = json_array();
+	if (!list)
+		return err_set(e, ERR_INTERNAL, "out of memory listing keys");
+	store_lock(s);
+	int rc = -1;
+	int exists = store_workspace_exists(s, workspace_id, e);
+	sqlite3_stmt *st = NULL;
+	if (exists == 0)
+		err_set(e, ERR_NOT_FOUND, "no workspace %.64s", workspace_id);
+	if (exists == 1 && (st = store_stmt(s, SQL_KEY_LIST, e))) {
+		sqlite3_bind_text(st, 1, workspace_id, -1, SQLITE_STATIC);
+		int step;
+		while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+			char id[32], prefix[32];
+			snprintf(id, sizeof id, "key-%lld", (long long)sqlite3_column_int64(st, 0));
+			store_col_text(st, 1, prefix, sizeof prefix);
+			int64_t used = sqlite3_column_int64(st, 3);
+			json_array_append_new(
+			    list, json_pack("{s:s, s:s, s:I, s:o}", "id", id, "prefix", prefix,
+					    "created_at", (json_int_t)sqlite3_column_int64(st, 2),
+					    "last_used_at",
+					    used ? json_integer((json_int_t)used) : json_null()));
+		}
+		if (step == SQLITE_DONE)
+			rc = 0;
+		else
+			store_db_error(s, "listing API keys", e);
+	}
+	store_stmt_done(st);
+	store_unlock(s);
+	if (rc == 0)
+		*out = list;
+	else
+		json_decref(list);
+	return rc;
+}
+
+int store_key_revoke_id(struct store *s, const char *workspace_id, const char *key_id,
+			struct err *e)
+{
+	int64_t id = store_key_id_parse(key_id);
+	if (!id)
+		return err_set(e, ERR_NOT_FOUND, "no key %.40s in workspace %.64s",
+			       key_id ? key_id : "", workspace_id);
+	store_lock(s);
+	int rc = -1;
+	sqlite3_stmt *st = store_stmt(s, SQL_KEY_REVOKE_ID, e);
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_text(st, 2, workspace_id, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, store_now_ms());
+		rc = store_step_change(s, st, "revoking an API key", "no such key", e);
+		if (rc < 0 && e && e->code == ERR_NOT_FOUND)
+			err_set(e, ERR_NOT_FOUND, "no key %.40s in workspace %.64s", key_id,
+				workspace_id);
+	}
+	store_stmt_done(st);
+	store_unlock(s);
+	if (rc == 0)
+		store_keys_revoked(s);
+	return rc;
+}
+
+int store_workspace_delete(struct store *s, const char *id, struct err *e)
+{
+	if (!id || !*id)
+		return err_param(e, "workspace", "workspace: the workspace id is empty");
+	int64_t now = store_now_ms();
+	int rc = -1;
+	store_lock(s);
+	if (store_exec(s, "BEGIN IMMEDIATE", e) == 0) {
+		sqlite3_stmt *st = store_stmt(s, SQL_WS_DELETE, e);
+		if (st) {
+			sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 2, now);
+			char missing[100];
+			snprintf(missing, sizeof missing, "no workspace %.64s", id);
+			rc = store_step_change(s, st, "deleting a workspace", missing, e);
+			store_stmt_done(st);
+		}
+		if (rc == 0 && (st = store_stmt(s, SQL_KEY_REVOKE_WS, e))) {
+			sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 2, now);
+			if (sqlite3_step(st) != SQLITE_DONE)
+				rc = store_db_error(s, "revoking a workspace's keys", e);
+			store_stmt_done(st);
+		} else if (rc == 0) {
+			rc = -1;
+		}
+		if (rc == 0 && store_exec(s, "COMMIT", e) < 0)
+			rc = -1;
+		if (rc < 0)
+			store_rollback(s);
+	}
+	store_unlock(s);
+	if (rc == 0)
+		store_keys_revoked(s);
 	return rc;
 }

@@ -835,7 +835,7 @@ static void test_reopen_finds_everything(void **state)
 	sqlite3_stmt *st;
 	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(st, 0), 1);
+	assert_true(sqlite3_column_int(st, 0) >= 1); /* one per migration */
 	sqlite3_finalize(st);
 	sqlite3_close(db);
 	store_computer_clear(&c);
@@ -1145,6 +1145,12 @@ static void test_newer_schema_is_refused(void **state)
 	f->s = NULL;
 	sqlite3 *db;
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	char restore[64];
+	snprintf(restore, sizeof restore, "PRAGMA user_version = %d", sqlite3_column_int(st, 0));
+	sqlite3_finalize(st);
 	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	struct err e = {0};
@@ -1152,7 +1158,7 @@ static void test_newer_schema_is_refused(void **state)
 	assert_int_equal(e.code, ERR_INTERNAL);
 	assert_non_null(strstr(e.message, "schema version 99"));
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, restore, NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	f->s = store_open(f->path, &e);
 	assert_non_null(f->s);
@@ -1257,12 +1263,123 @@ static void test_threads(void **state)
 		store_computer_clear(&c[i]);
 }
 
+static void count_hook(void *ctx)
+{
+	(*(int *)ctx)++;
+}
+
+/* The admin's view of keys: ids and prefixes, revocation by id (of its own
+ * workspace only), the hook, and a deleted workspace's keys and listing. */
+static void test_key_admin(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace a, b;
+	assert_int_equal(store_workspace_create(f->s, "a", 0, &a, &e), 0);
+	assert_int_equal(store_workspace_create(f->s, "b", 0, &b, &e), 0);
+	int revoked = 0;
+	store_on_keys_revoked(f->s, count_hook, &revoked);
+	char k1[64], k2[64], kb[64];
+	struct store_key_info i1, i2, ib;
+	assert_int_equal(store_key_issue(f->s, a.id, k1, &i1, &e), 0);
+	assert_int_equal(store_key_issue(f->s, a.id, k2, &i2, &e), 0);
+	assert_int_equal(store_key_issue(f->s, b.id, kb, &ib, &e), 0);
+	assert_string_not_equal(i1.id, i2.id);
+	assert_int_equal(strlen(i1.prefix), STORE_KEY_PREFIX_SHOWN);
+	assert_memory_equal(i1.prefix, k1, STORE_KEY_PREFIX_SHOWN);
+
+	json_t *list = NULL;
+	assert_int_equal(store_key_list(f->s, a.id, &list, &e), 0);
+	assert_int_equal(json_array_size(list), 2);
+	json_t *first = json_array_get(list, 0);
+	assert_string_equal(json_string_value(json_object_get(first, "id")), i1.id);
+	assert_string_equal(json_string_value(json_object_get(first, "prefix")), i1.prefix);
+	assert_true(json_is_null(json_object_get(first, "last_used_at")));
+	/* The key itself is nowhere in the listing. */
+	char *dump = json_dumps(list, 0);
+	assert_null(strstr(dump, k1));
+	free(dump);
+	json_decref(list);
+
+	/* A lookup records the last use. */
+	char ws[40];
+	bool admin;
+	assert_int_equal(store_key_lookup(f->s, k1, ws, &admin, &e), 0);
+	assert_int_equal(store_key_list(f->s, a.id, &list, &e), 0);
+	assert_true(json_is_integer(json_object_get(json_array_get(list, 0), "last_used_at")));
+	json_decref(list);
+
+	/* Another workspace's key id, garbage ids: not found, nothing revoked. */
+	assert_int_equal(store_key_revoke_id(f->s, a.id, ib.id, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_key_revoke_id(f->s, a.id, "key-", &e), -1);
+	assert_int_equal(store_key_revoke_id(f->s, a.id, "key-99999999999999999999", &e), -1);
+	assert_int_equal(store_key_revoke_id(f->s, a.id, "1", &e), -1);
+	assert_int_equal(revoked, 0);
+	assert_int_equal(store_key_lookup(f->s, kb, ws, &admin, &e), 0);
+
+	assert_int_equal(store_key_revoke_id(f->s, a.id, i1.id, &e), 0);
+	assert_int_equal(revoked, 1);
+	assert_int_equal(store_key_lookup(f->s, k1, ws, &admin, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+	assert_int_equal(store_key_revoke_id(f->s, a.id, i1.id, &e), -1); /* gone */
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_key_list(f->s, a.id, &list, &e), 0);
+	assert_int_equal(json_array_size(list), 1);
+	json_decref(list);
+
+	/* Deleting a workspace: its keys fail, it is not listed or found, the
+	 * other stays. */
+	assert_int_equal(store_workspace_delete(f->s, a.id, &e), 0);
+	assert_int_equal(revoked, 2);
+	assert_int_equal(store_key_lookup(f->s, k2, ws, &admin, &e), -1);
+	assert_int_equal(store_workspace_get(f->s, a.id, NULL, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_key_list(f->s, a.id, &list, &e), -1);
+	assert_int_equal(store_key_issue(f->s, a.id, k1, NULL, &e), -1);
+	assert_int_equal(store_workspace_delete(f->s, a.id, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_workspace_list(f->s, &list, &e), 0);
+	assert_int_equal(json_array_size(list), 1);
+	json_decref(list);
+	assert_int_equal(store_key_lookup(f->s, kb, ws, &admin, &e), 0);
+	store_on_keys_revoked(f->s, NULL, NULL);
+}
+
+static void collect_rev(void *ctx, const char *computer, int64_t revoked_ms)
+{
+	json_object_set_new(ctx, computer, json_integer(revoked_ms));
+}
+
+/* Stream revocations survive a reopen and go once expired. */
+static void test_stream_revocations(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	assert_int_equal(store_stream_revoke(f->s, "c-1", 1000, 5000, &e), 0);
+	assert_int_equal(store_stream_revoke(f->s, "c-2", 2000, 9000, &e), 0);
+	assert_int_equal(store_stream_revoke(f->s, "c-1", 1500, 6000, &e), 0); /* later wins */
+	fixture_reopen(f);
+	json_t *got = json_object();
+	assert_int_equal(store_stream_revocations(f->s, 3000, collect_rev, got, &e), 0);
+	assert_int_equal(json_object_size(got), 2);
+	assert_int_equal(json_integer_value(json_object_get(got, "c-1")), 1500);
+	json_object_clear(got);
+	assert_int_equal(store_stream_revocations(f->s, 7000, collect_rev, got, &e), 0);
+	assert_int_equal(json_object_size(got), 1); /* c-1 expired and pruned */
+	assert_non_null(json_object_get(got, "c-2"));
+	json_decref(got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_workspace_create_get_list, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_keys, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_key_admin, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_stream_revocations, fixture_setup,
+					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_computer_roundtrip, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_computer_other_workspace_is_not_found,

@@ -9,6 +9,7 @@
 
 #include "base64.h"
 #include "err.h"
+#include "ident.h"
 #include "params.h"
 
 static void test_err_json_shape(void **state)
@@ -166,10 +167,35 @@ static void test_base64_rejects_garbage(void **state)
 	free(ok);
 }
 
+/* The one check for names that become paths: nothing that walks. */
+static void test_ident_param_refuses_what_walks(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {"",	 ".",	     "..",  "../..", "a/b", "/", "%2e%2e",
+					  "a.b", "\xc3\xa9", "a b", "a\\b",  "~",   NULL};
+	struct err e = {0};
+	for (int i = 0; bad[i]; i++) {
+		err_clear(&e);
+		assert_int_equal(ident_param("workspace", bad[i], 63, false, &e), -1);
+		assert_int_equal(e.code, ERR_INVALID);
+		assert_string_equal(e.param, "workspace");
+	}
+	char longer[70];
+	memset(longer, 'a', 64);
+	longer[64] = 0;
+	assert_int_equal(ident_param("workspace", longer, 63, false, &e), -1);
+	longer[63] = 0;
+	assert_int_equal(ident_param("workspace", longer, 63, false, &e), 0);
+	assert_int_equal(ident_param("workspace", "ws-0123abcd_X", 63, false, &e), 0);
+	assert_int_equal(ident_param("workspace", NULL, 63, true, &e), 0);
+	assert_int_equal(ident_param("workspace", NULL, 63, false, &e), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_err_json_shape),
+	    cmocka_unit_test(test_ident_param_refuses_what_walks),
 	    cmocka_unit_test(test_err_from_json_round_trip),
 	    cmocka_unit_test(test_err_message_with_broken_utf8_still_encodes),
 	    cmocka_unit_test(test_params_types_and_ranges),
