@@ -91,6 +91,16 @@ static const char *const store_migrations[] = {
     "CREATE UNIQUE INDEX usage_segments_open ON usage_segments(computer) WHERE open = 1;"
     "CREATE INDEX usage_segments_workspace_start ON usage_segments(workspace, start_ms);"
     "CREATE INDEX usage_segments_start ON usage_segments(start_ms);",
+
+    /* 2: code runs (POST /v1/run), counted per workspace, language and
+     * hour; not billed. */
+    "CREATE TABLE code_runs ("
+    " workspace TEXT NOT NULL,"
+    " language TEXT NOT NULL,"
+    " hour_ms INTEGER NOT NULL,"
+    " runs INTEGER NOT NULL DEFAULT 0,"
+    " errors INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (workspace, language, hour_ms));",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
