@@ -40,7 +40,9 @@ static const char preload[] =
 
 /* Runs the code as __main__ and says how it ended: (exit status, kind, message). */
 static const char runner_src[] =
-    "import sys as _s, traceback as _tb, builtins as _b\n"
+    "import sys as _s, traceback as _tb, builtins as _b, _sitebuiltins\n"
+    "_b.exit = _sitebuiltins.Quitter('exit', 'Ctrl-D (i.e. EOF)')\n"
+    "_b.quit = _sitebuiltins.Quitter('quit', 'Ctrl-D (i.e. EOF)')\n"
     "def _flush():\n"
     "    for f in (_s.stdout, _s.stderr, _s.__stdout__, _s.__stderr__):\n"
     "        try:\n"
@@ -229,7 +231,10 @@ int main(int argc, char **argv)
 	readable[k] = NULL;
 	o.readable = readable;
 	fflush(stdout);
-	PyRun_SimpleString("import sys; sys.stdout.flush(); sys.stderr.flush()");
+	/* Collect once, then freeze: the collector never walks the zygote's
+	 * objects in a child, so their pages stay shared (no copy-on-write). */
+	PyRun_SimpleString("import sys, gc; sys.stdout.flush(); sys.stderr.flush(); "
+			   "gc.collect(); gc.freeze()");
 
 	struct zygote_lang l = {
 	    .name = "cubicle-pyrun",
