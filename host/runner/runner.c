@@ -215,6 +215,24 @@ static int sup_send(struct runner *r, int lang, int fd, struct err *e)
 	return rc;
 }
 
+/* Whether the language's supervisor exited (then the next run starts it). */
+static bool sup_died(struct runner *r, int lang)
+{
+	struct supervisor *s = &r->sup[lang];
+	pthread_mutex_lock(&s->lock);
+	bool died = s->pid > 0 && waitpid(s->pid, NULL, WNOHANG) == s->pid;
+	if (died) {
+		fprintf(stderr, "cubicled: run: the %s supervisor exited; starting it again\n",
+			lang_names[lang]);
+		s->pid = 0;
+		if (s->ctl >= 0)
+			close(s->ctl);
+		s->ctl = -1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return died;
+}
+
 static int io_all(int fd, void *p, size_t n, bool wr)
 {
 	char *c = p;
@@ -378,6 +396,11 @@ int runner_run(struct runner *r, const char *ws, const json_t *body, json_t **ou
 	struct run_resp resp = {0};
 	char *bufs[3] = {NULL, NULL, NULL};
 	int rc = run_once(r, lang, code, code_len, in, in_len, &resp, bufs, e);
+	if (rc < 0 && sup_died(r, lang)) { /* its run died with it: once more, on a new one */
+		for (int i = 0; i < 3; i++)
+			free(bufs[i]), bufs[i] = NULL;
+		rc = run_once(r, lang, code, code_len, in, in_len, &resp, bufs, e);
+	}
 	slot_give(r);
 	if (rc == 0 && resp.error == RUN_INTERNAL) {
 		err_set(e, ERR_UNAVAILABLE, "the %s sandbox could not be made: %.300s",
