@@ -415,6 +415,21 @@ static long child_rss_kb(pid_t pid)
 	return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* The child's peak resident memory (VmHWM), KiB. */
+static long child_hwm_kb(pid_t pid)
+{
+	char path[64], line[128];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	long kb = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmHWM: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
 /* Moves fd to `to` (which must not be in use by another of our pipes). */
 static void child_fd(int fd, int to)
 {
@@ -462,12 +477,23 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 			child_fd(keep[i], i);
 		close_range(5, ~0U, 0);
 		char why[300];
-		if (sb_enter(o, mem_mb, why, sizeof why) < 0) {
+		struct timespec c0, c1;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+		int sbrc = sb_enter(o, mem_mb, why, sizeof why);
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+		if (getenv("CUBICLE_RUN_PROFILE"))
+			zlog("child: %.2f ms cpu before the sandbox, %.2f ms in it",
+			     c0.tv_sec * 1e3 + c0.tv_nsec / 1e6,
+			     (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6);
+		if (sbrc < 0) {
 			char line[320];
 			int n = snprintf(line, sizeof line, "I%s", why);
 			(void)!write(3, line, (size_t)n);
 			_exit(125);
 		}
+		if (l->prepare)
+			l->prepare();
+		(void)!write(3, "R", 1); /* ready: the monitor may take a run */
 		l->run(4, 3);
 		_exit(126);
 	}
@@ -482,6 +508,15 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 		_exit(1);
 	}
 
+	/* The child is ready once it says so ('R'); a child whose sandbox
+	 * failed says why instead ("I..."), kept for the run's answer. */
+	char first = 0;
+	struct pollfd rp = {st[0], POLLIN, 0};
+	if (poll(&rp, 1, 30000) != 1 || read(st[0], &first, 1) != 1) {
+		zlog("%s: monitor: the child did not get ready", l->name);
+		kill(pid, SIGKILL);
+		_exit(1);
+	}
 	/* Ready: wait for a run (one message carrying the connection). */
 	int conn = -1;
 	for (;;) {
@@ -528,6 +563,8 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 		_exit(0);
 	}
 	struct run_io io = {.cap = req.out_max};
+	if (first != 'R')
+		io.status[io.nstatus++] = first;
 	io.out = malloc(io.cap + 1);
 	io.err = malloc(io.cap + 1);
 	if (!io.out || !io.err) {
@@ -550,7 +587,13 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 	enum run_error verdict = RUN_OK;
 	bool exited = false;
 	int open_out = 1, open_err = 1, open_st = 1;
+	bool early = false; /* the child said how it ended and closed its output */
 	while (!exited || open_out || open_err || open_st) {
+		if (!open_out && !open_err && !open_st && io.nstatus >= 4 &&
+		    strchr("0EM", io.status[0]) && !exited && verdict == RUN_OK) {
+			early = true;
+			break;
+		}
 		int64_t el = now_ms() - t0;
 		int timeout = -1;
 		if (!exited && verdict == RUN_OK) {
@@ -624,8 +667,35 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 			}
 		}
 	}
-	struct rusage ru;
+	io.status[io.nstatus] = 0;
+	const char *msg = NULL;
 	int ws = 0;
+	if (early) {
+		/* Answered before the child's exit (tearing down its address
+		 * space is not the run's time); it is killed right after. */
+		int64_t cpu_us = child_cpu_us(clk) - base_cpu;
+		resp.cpu_ms = (uint32_t)(cpu_us > 0 ? cpu_us / 1000 : 0);
+		resp.wall_ms = (uint32_t)(now_ms() - t0);
+		long hwm = child_hwm_kb(pid), now = child_rss_kb(pid);
+		long mem = (hwm > now ? hwm : now) - base_rss;
+		resp.memory_kb = (uint32_t)(mem > 0 ? mem : 0);
+		char code3[4] = {io.status[1], io.status[2], io.status[3], 0};
+		resp.exit_code = atoi(code3);
+		verdict = io.status[0] == 'M'	? RUN_MEMORY_LIMIT
+			  : io.status[0] == 'E' ? RUN_EXCEPTION
+						: RUN_OK;
+		msg = verdict == RUN_OK ? NULL : io.status + 4;
+		resp.error = verdict;
+		resp.stdout_len = (uint32_t)io.nout;
+		resp.stderr_len = (uint32_t)io.nerr;
+		answer(conn, &resp, io.out, io.err, msg);
+		close(conn);
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	struct rusage ru;
 	while (wait4(pid, &ws, 0, &ru) < 0 && errno == EINTR)
 		;
 	int64_t cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
@@ -634,8 +704,6 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 	resp.wall_ms = (uint32_t)(now_ms() - t0);
 	long mem = ru.ru_maxrss - base_rss;
 	resp.memory_kb = (uint32_t)(mem > 0 ? mem : 0);
-	io.status[io.nstatus] = 0;
-	const char *msg = NULL;
 	if (WIFEXITED(ws))
 		resp.exit_code = WEXITSTATUS(ws);
 	else if (WIFSIGNALED(ws))
@@ -650,12 +718,12 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 	else if (WIFSIGNALED(ws) && (WTERMSIG(ws) == SIGXCPU || WTERMSIG(ws) == SIGKILL)) {
 		verdict = RUN_CPU_LIMIT;
 		msg = "the code used its CPU time";
-	} else if (io.nstatus && io.status[0] == 'M') {
+	} else if (io.nstatus >= 4 && io.status[0] == 'M') {
 		verdict = RUN_MEMORY_LIMIT;
-		msg = io.status + 1;
-	} else if (io.nstatus && io.status[0] == 'E') {
+		msg = io.status + 4;
+	} else if (io.nstatus >= 4 && io.status[0] == 'E') {
 		verdict = RUN_EXCEPTION;
-		msg = io.status + 1;
+		msg = io.status + 4;
 	} else if (io.nstatus && io.status[0] == 'I') {
 		verdict = RUN_INTERNAL;
 		msg = io.status + 1;

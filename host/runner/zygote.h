@@ -31,12 +31,19 @@ struct zygote_lang {
 	void (*before_fork)(void);
 	void (*after_fork_parent)(void);
 	void (*after_fork_child)(void);
+	/* In the sandboxed child, before it is offered a run (e.g. warm-up
+	 * work whose copy-on-write faults should not be on the request
+	 * path); may be NULL. */
+	void (*prepare)(void);
 	/*
 	 * In the sandboxed child: reads the code (up to RUN_CODE_MAX bytes,
 	 * until EOF) from code_fd, runs it with stdin/stdout/stderr on fds
-	 * 0/1/2, writes its verdict to status_fd ("E<message>" raised,
-	 * "M<message>" out of memory, nothing when it ended normally) and
-	 * exits with the code's exit status. Never returns.
+	 * 0/1/2, closes 1 and 2, writes its verdict to status_fd as one
+	 * record, a kind ('0' ended, 'E' raised, 'M' out of memory), the exit
+	 * status in three digits and a message ("E001ValueError: 42"),
+	 * closes it and exits. The monitor answers as soon as all three are
+	 * closed with a verdict, and kills the child (its teardown is not the
+	 * run's time). Never returns.
 	 */
 	void (*run)(int code_fd, int status_fd);
 };
