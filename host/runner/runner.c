@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
@@ -41,10 +43,18 @@ struct supervisor {
 	pid_t pid;
 	int ctl; /* our end of the control socket, -1 when not running */
 	char path[4096];
+	/* JavaScript: runs in flight on the one stream, by id */
+	pthread_mutex_t wlock; /* one frame written at a time */
+	pthread_cond_t answered;
+	struct js_pending *pending;
+	uint32_t next_id;
+	unsigned gen;
+	int readers; /* js_read threads alive */
 };
 
 struct runner {
 	struct runner_config c;
+	char node[4096]; /* the node binary, found on $PATH */
 	struct supervisor sup[LANG_N];
 	pthread_mutex_t lock; /* the slots and the counters */
 	pthread_cond_t slot;
@@ -60,12 +70,91 @@ static int64_t mono_us(void)
 	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 
+struct js_pending {
+	struct js_pending *next;
+	uint32_t id;
+	unsigned gen;
+	bool done, failed;
+	struct run_resp *resp;
+	char **bufs;
+};
+
+struct js_reader {
+	struct runner *r;
+	struct supervisor *s;
+	int fd;
+	unsigned gen;
+};
+
+static int io_all(int fd, void *p, size_t n, bool wr);
+
+/* Reads the JavaScript supervisor's answers and hands each to its run;
+ * when the stream ends, every run still waiting on it fails. */
+static void *js_read(void *arg)
+{
+	struct js_reader *jr = arg;
+	struct supervisor *s = jr->s;
+	for (;;) {
+		uint32_t id;
+		struct run_resp resp;
+		if (io_all(jr->fd, &id, sizeof id, false) < 0 ||
+		    io_all(jr->fd, &resp, sizeof resp, false) < 0 || resp.magic != RUN_RESP_MAGIC ||
+		    resp.stdout_len > jr->r->c.out_max || resp.stderr_len > jr->r->c.out_max ||
+		    resp.msg_len > RUN_MSG_MAX)
+			break;
+		uint32_t lens[3] = {resp.stdout_len, resp.stderr_len, resp.msg_len};
+		char *bufs[3] = {NULL, NULL, NULL};
+		bool ok = true;
+		for (int i = 0; i < 3 && ok; i++) {
+			bufs[i] = malloc(lens[i] + 1);
+			ok = bufs[i] && io_all(jr->fd, bufs[i], lens[i], false) == 0;
+			if (bufs[i])
+				bufs[i][lens[i]] = 0;
+		}
+		if (!ok) {
+			for (int i = 0; i < 3; i++)
+				free(bufs[i]);
+			break;
+		}
+		pthread_mutex_lock(&s->lock);
+		struct js_pending *p = s->pending;
+		while (p && !(p->id == id && p->gen == jr->gen))
+			p = p->next;
+		if (p && !p->done) {
+			*p->resp = resp;
+			for (int i = 0; i < 3; i++)
+				p->bufs[i] = bufs[i], bufs[i] = NULL;
+			p->done = true;
+			pthread_cond_broadcast(&s->answered);
+		}
+		pthread_mutex_unlock(&s->lock);
+		for (int i = 0; i < 3; i++)
+			free(bufs[i]);
+	}
+	pthread_mutex_lock(&s->lock);
+	for (struct js_pending *p = s->pending; p; p = p->next)
+		if (p->gen == jr->gen && !p->done)
+			p->done = p->failed = true;
+	pthread_cond_broadcast(&s->answered);
+	if (s->ctl == jr->fd)
+		s->ctl = -1; /* the next run starts it again */
+	close(jr->fd);
+	s->readers--;
+	pthread_cond_broadcast(&s->answered);
+	pthread_mutex_unlock(&s->lock);
+	free(jr);
+	return NULL;
+}
+
 /* Starts the language's supervisor; sup->lock held. */
 static int sup_start(struct runner *r, int lang, struct err *e)
 {
 	struct supervisor *s = &r->sup[lang];
 	if (s->ctl >= 0) {
-		close(s->ctl);
+		if (lang == LANG_JS)
+			shutdown(s->ctl, SHUT_RDWR); /* its reader closes it */
+		else
+			close(s->ctl);
 		s->ctl = -1;
 	}
 	if (s->pid > 0) {
@@ -77,14 +166,22 @@ static int sup_start(struct runner *r, int lang, struct err *e)
 		return err_set(e, ERR_UNAVAILABLE, "%s is not available here: %s missing (%s)",
 			       lang_names[lang], s->path, strerror(errno));
 	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+	/* Python: one message per run, carrying the run's connection. JavaScript
+	 * (Node cannot take descriptors): one stream, runs multiplexed by id. */
+	if (socketpair(AF_UNIX, (lang == LANG_JS ? SOCK_STREAM : SOCK_SEQPACKET) | SOCK_CLOEXEC, 0,
+		       sv) < 0)
 		return err_set(e, ERR_UNAVAILABLE, "socketpair: %s", strerror(errno));
 	char uid[24], gid[24], pool[24], mem[48];
 	snprintf(uid, sizeof uid, "--uid=%u", (unsigned)r->c.uid);
 	snprintf(gid, sizeof gid, "--gid=%u", (unsigned)r->c.gid);
 	snprintf(pool, sizeof pool, "--pool=%d", r->c.pool);
 	snprintf(mem, sizeof mem, "CUBICLE_RUN_MEM_MB=%d", r->c.mem_mb);
-	char *const argv[] = {(char *)lang_bins[lang], uid, gid, pool, NULL};
+	char node[4200], script[4200];
+	snprintf(node, sizeof node, "--node=%s", r->node);
+	snprintf(script, sizeof script, "--script=%s/../runner-js/jsrun.mjs", r->c.bin_dir);
+	char *const pyargv[] = {(char *)lang_bins[lang], uid, gid, pool, NULL};
+	char *const jsargv[] = {(char *)lang_bins[lang], uid, gid, node, script, NULL};
+	char *const *argv = lang == LANG_JS ? jsargv : pyargv;
 	char *const envp[] = {mem, "PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -110,6 +207,19 @@ static int sup_start(struct runner *r, int lang, struct err *e)
 	}
 	s->pid = pid;
 	s->ctl = sv[0];
+	if (lang == LANG_JS) {
+		struct js_reader *jr = malloc(sizeof *jr);
+		pthread_t t;
+		if (jr) {
+			*jr = (struct js_reader){r, s, sv[0], ++s->gen};
+			if (pthread_create(&t, NULL, js_read, jr) == 0) {
+				pthread_detach(t);
+				s->readers++;
+			} else {
+				free(jr), shutdown(sv[0], SHUT_RDWR);
+			}
+		}
+	}
 	return 0;
 }
 
@@ -141,12 +251,28 @@ struct runner *runner_open(const struct runner_config *c, struct err *e)
 		r->c.max_concurrent = 32;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->slot, NULL);
+	const char *path = getenv("PATH");
+	snprintf(r->node, sizeof r->node, "/usr/bin/node");
+	for (const char *p = path; p && *p;) {
+		const char *colon = strchr(p, ':');
+		size_t n = colon ? (size_t)(colon - p) : strlen(p);
+		char cand[4096];
+		snprintf(cand, sizeof cand, "%.*s/node", (int)n, p);
+		if (n && access(cand, X_OK) == 0) {
+			snprintf(r->node, sizeof r->node, "%s", cand);
+			break;
+		}
+		p += n + (colon ? 1 : 0);
+	}
 	for (int i = 0; i < LANG_N; i++) {
 		struct supervisor *s = &r->sup[i];
 		pthread_mutex_init(&s->lock, NULL);
+		pthread_mutex_init(&s->wlock, NULL);
+		pthread_cond_init(&s->answered, NULL);
 		s->ctl = -1;
 		snprintf(s->path, sizeof s->path, "%s/%s", c->bin_dir ? c->bin_dir : ".",
 			 lang_bins[i]);
+
 		struct err se = {0};
 		pthread_mutex_lock(&s->lock);
 		if (sup_start(r, i, &se) < 0)
@@ -162,13 +288,22 @@ void runner_close(struct runner *r)
 		return;
 	for (int i = 0; i < LANG_N; i++) {
 		struct supervisor *s = &r->sup[i];
-		if (s->ctl >= 0)
+		pthread_mutex_lock(&s->lock);
+		if (s->ctl >= 0 && i == LANG_JS)
+			shutdown(s->ctl, SHUT_RDWR); /* its reader closes it */
+		else if (s->ctl >= 0)
 			close(s->ctl); /* the supervisor exits when it sees this */
+		s->ctl = -1;
 		if (s->pid > 0) {
 			kill(s->pid, SIGKILL);
 			waitpid(s->pid, NULL, 0);
 		}
+		while (s->readers > 0)
+			pthread_cond_wait(&s->answered, &s->lock);
+		pthread_mutex_unlock(&s->lock);
 		pthread_mutex_destroy(&s->lock);
+		pthread_mutex_destroy(&s->wlock);
+		pthread_cond_destroy(&s->answered);
 	}
 	pthread_cond_destroy(&r->slot);
 	pthread_mutex_destroy(&r->lock);
@@ -215,6 +350,56 @@ static int sup_send(struct runner *r, int lang, int fd, struct err *e)
 	return rc;
 }
 
+/* One run on the JavaScript supervisor's stream. */
+static int js_run(struct runner *r, const struct run_req *req, const char *code, const char *in,
+		  struct run_resp *resp, char **bufs, struct err *e)
+{
+	struct supervisor *s = &r->sup[LANG_JS];
+	struct js_pending p = {.resp = resp, .bufs = bufs};
+	pthread_mutex_lock(&s->lock);
+	int fd = s->ctl;
+	if (fd < 0 && sup_start(r, LANG_JS, e) == 0)
+		fd = s->ctl;
+	if (fd < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return -1;
+	}
+	p.id = ++s->next_id;
+	p.gen = s->gen;
+	p.next = s->pending;
+	s->pending = &p;
+	pthread_mutex_unlock(&s->lock);
+
+	pthread_mutex_lock(&s->wlock);
+	bool sent = io_all(fd, &p.id, sizeof p.id, true) == 0 &&
+		    io_all(fd, (void *)req, sizeof *req, true) == 0 &&
+		    io_all(fd, (void *)code, req->code_len, true) == 0 &&
+		    io_all(fd, (void *)in, req->stdin_len, true) == 0;
+	pthread_mutex_unlock(&s->wlock);
+
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += req->wall_ms / 1000 + 10;
+	pthread_mutex_lock(&s->lock);
+	if (!sent) {
+		p.failed = true;
+		if (s->ctl == fd)
+			shutdown(fd, SHUT_RDWR);
+	}
+	while (!p.done && !p.failed)
+		if (pthread_cond_timedwait(&s->answered, &s->lock, &dl) != 0)
+			p.failed = true;
+	struct js_pending **pp = &s->pending;
+	while (*pp != &p)
+		pp = &(*pp)->next;
+	*pp = p.next;
+	pthread_mutex_unlock(&s->lock);
+	if (p.failed)
+		return err_set(e, ERR_UNAVAILABLE,
+			       "the javascript sandbox failed before it answered; try again");
+	return 0;
+}
+
 /* Whether the language's supervisor exited (then the next run starts it). */
 static bool sup_died(struct runner *r, int lang)
 {
@@ -225,7 +410,9 @@ static bool sup_died(struct runner *r, int lang)
 		fprintf(stderr, "cubicled: run: the %s supervisor exited; starting it again\n",
 			lang_names[lang]);
 		s->pid = 0;
-		if (s->ctl >= 0)
+		if (s->ctl >= 0 && lang == LANG_JS)
+			shutdown(s->ctl, SHUT_RDWR); /* its reader closes it */
+		else if (s->ctl >= 0)
 			close(s->ctl);
 		s->ctl = -1;
 	}
@@ -318,6 +505,17 @@ static void slot_give(struct runner *r)
 static int run_once(struct runner *r, int lang, const char *code, size_t code_len, const char *in,
 		    size_t in_len, struct run_resp *resp, char **bufs, struct err *e)
 {
+	struct run_req req = {
+	    .magic = RUN_REQ_MAGIC,
+	    .code_len = (uint32_t)code_len,
+	    .stdin_len = (uint32_t)in_len,
+	    .cpu_ms = (uint32_t)r->c.cpu_ms,
+	    .wall_ms = (uint32_t)r->c.wall_ms,
+	    .mem_mb = (uint32_t)r->c.mem_mb,
+	    .out_max = (uint32_t)r->c.out_max,
+	};
+	if (lang == LANG_JS)
+		return js_run(r, &req, code, in, resp, bufs, e);
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_set(e, ERR_UNAVAILABLE, "socketpair: %s", strerror(errno));
@@ -330,15 +528,6 @@ static int run_once(struct runner *r, int lang, const char *code, size_t code_le
 	/* The monitor answers within the wall limit (it kills the run then). */
 	struct timeval tv = {r->c.wall_ms / 1000 + 10, 0};
 	setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	struct run_req req = {
-	    .magic = RUN_REQ_MAGIC,
-	    .code_len = (uint32_t)code_len,
-	    .stdin_len = (uint32_t)in_len,
-	    .cpu_ms = (uint32_t)r->c.cpu_ms,
-	    .wall_ms = (uint32_t)r->c.wall_ms,
-	    .mem_mb = (uint32_t)r->c.mem_mb,
-	    .out_max = (uint32_t)r->c.out_max,
-	};
 	rc = -1;
 	if (io_all(sv[0], &req, sizeof req, true) == 0 &&
 	    io_all(sv[0], (void *)code, code_len, true) == 0 &&

@@ -21,7 +21,7 @@
 #include "store.h"
 
 struct runner_config {
-	const char *bin_dir; /* where cubicle-pyrun and cubicle-jsrun are */
+	const char *bin_dir; /* where cubicle-pyrun and cubicle-jsrun are (and ../runner-js) */
 	struct store *store; /* counts runs per workspace (store-runs.h); may be NULL */
 	uid_t uid;	     /* the runs' uid and gid (default 65534) */
 	gid_t gid;
