@@ -64,6 +64,6 @@ class RunnerCase:
             except OSError:
                 continue
             ppid = int(st.rsplit(")", 1)[1].split()[1])
-            if ppid == self.cd.proc.pid and cmd.startswith(b"cubicle-"):
+            if ppid == self.cd.proc.pid and (cmd.startswith(b"cubicle-") or cmd == b"node"):
                 out.append(int(pid))
         return out

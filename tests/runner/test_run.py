@@ -212,3 +212,112 @@ class TestRunPython(RunnerCase, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+ES2023 = r'''
+const xs = [5, 1, 4, 2, 3];
+console.log(xs.toSorted().join(), xs.join(), xs.toReversed().at(-1), xs.with(0, 9).join());
+console.log(xs.findLast((x) => x % 2 === 0), xs.findLastIndex((x) => x > 10), [1, [2, [3]]].flat(Infinity).join());
+console.log(Object.hasOwn({a: 1}, 'a'), 'a-b-c'.replaceAll('-', '+'), 'abc'.at(-1), typeof structuredClone);
+class Loan {
+  #rate;
+  static count = 0;
+  constructor(rate) { this.#rate = rate; Loan.count++; }
+  get rate() { return this.#rate; }
+  static { this.kind = 'loan'; }
+  static has(o) { return #rate in o; }
+}
+const l = new Loan(0.05);
+console.log(l.rate, Loan.count, Loan.kind, Loan.has(l), Loan.has({}));
+const o = {a: {b: null}};
+console.log(o?.a?.b ?? 'dflt', o.x?.y, (null ?? 0) || 'zero');
+let n = null; n ??= 5; let m = 1; m ||= 2; m &&= 3;
+console.log(n, m, 2n ** 70n, 1_000_000, 0b101, 0o17);
+const [p, ...rest] = [1, 2, 3]; const {a, ...others} = {a: 1, b: 2, c: 3};
+console.log(p, rest, a, others, [...'héllo'].length);
+console.log(JSON.stringify({d: new Date(Date.UTC(2024, 1, 29, 12)).toISOString(), m: [...new Map([[1, 'a']])], s: [...new Set([1, 1, 2])]}));
+console.log(/(?<y>\d{4})-(?<m>\d\d)/.exec('on 2024-03').groups.y, 'x'.padStart(3, '*'), [..."a1b2".matchAll(/\d/g)].map((m) => m[0]).join());
+function* gen() { yield* [1, 2]; yield 3; }
+console.log([...gen()], Array.from({length: 3}, (_, i) => i * i), Object.fromEntries([['k', 1]]));
+console.log(Math.trunc(-4.7), Number.isInteger(5.0), (1234.5678).toFixed(2), parseInt('ff', 16), Math.hypot(3, 4));
+const prom = Promise.resolve(1).then((v) => console.log('then', v));
+(async () => { const v = await Promise.all([1, Promise.resolve(2)]); console.log('async', v); })();
+console.log(typeof Symbol.iterator, typeof WeakRef, typeof globalThis);
+console.log([3, 1, 2].sort((x, y) => x - y), 'end');
+'''
+
+ES2023_OUT = """1,2,3,4,5 5,1,4,2,3 5 9,1,4,2,3
+2 -1 1,2,3
+true a+b+c c undefined
+0.05 1 loan true false
+dflt undefined zero
+5 3 1180591620717411303424n 1000000 5 15
+1 [ 2, 3 ] 1 { b: 2, c: 3 } 5
+{"d":"2024-02-29T12:00:00.000Z","m":[[1,"a"]],"s":[1,2]}
+2024 **x 1,2
+[ 1, 2, 3 ] [ 0, 1, 4 ] { k: 1 }
+-4 true 1234.57 255 5
+"""
+
+
+class TestRunJavaScript(RunnerCase, unittest.TestCase):
+
+    def test_hello(self):
+        r = self.js("console.log('hello', 6 * 7); console.error('to stderr')")
+        self.assertOk(r, "hello 42\n")
+        self.assertEqual(r["stderr"], "to stderr\n")
+        self.assertEqual(r["language"], "javascript")
+        for k in ("cpu_ms", "wall_ms", "memory_kb"):
+            self.assertIsInstance(r[k], int, k)
+
+    def test_stdin(self):
+        r = self.js("console.log(stdin.split('\\n').filter(Boolean).map((l) => l.length).join())",
+                    stdin="abc\nde\n")
+        self.assertOk(r, "3,2\n")
+
+    def test_es2023(self):
+        r = self.js(ES2023)
+        self.assertOk(r)
+        self.assertTrue(r["stdout"].startswith(ES2023_OUT), r["stdout"])
+        for line in ("then 1\n", "async [ 1, 2 ]\n", "[ 1, 2, 3 ] end\n"):
+            self.assertIn(line, r["stdout"])
+
+    def test_exception(self):
+        r = self.js("function f() { null.x; }\nconsole.log('before');\nf();")
+        self.assertError(r, "exception")
+        self.assertEqual(r["exit_code"], 1)
+        self.assertEqual(r["stdout"], "before\n")
+        self.assertIn("TypeError", r["error"]["message"])
+        self.assertIn("TypeError", r["stderr"])
+        r = self.js("throw 42")
+        self.assertError(r, "exception")
+        r = self.js("let x = ;")
+        self.assertError(r, "exception")
+        self.assertIn("SyntaxError", r["error"]["message"])
+
+    def test_cpu_limit(self):
+        r = self.js("console.log('start'); for (;;) {}")
+        self.assertError(r, "cpu_limit")
+        self.assertEqual(r["stdout"], "start\n")
+        # a builtin that never checks for interrupts: the backstop
+        r = self.js("for (let i = 0; i < 1e9; i++) 'x'.repeat(1e7)")
+        self.assertError(r, "cpu_limit")
+        self.assertOk(self.js("console.log('alive')"), "alive\n")
+
+    def test_memory_limit(self):
+        r = self.js("let s = []; for (;;) s.push(new ArrayBuffer(16 << 20))")
+        self.assertIn(r.get("error", {}).get("type"), {"memory_limit", "cpu_limit"}, r)
+        r = self.js("const b = new ArrayBuffer(200 << 20)")
+        self.assertIn(r.get("error", {}).get("type"), {"memory_limit", "exception"}, r)
+        self.assertOk(self.js("console.log(new ArrayBuffer(8 << 20).byteLength)"), "8388608\n")
+
+    def test_output_limit(self):
+        r = self.js("for (;;) console.log('x'.repeat(4096))")
+        self.assertError(r, "output_limit")
+        self.assertIs(r["truncated"], True)
+        self.assertEqual(len(r["stdout"]), 1 << 20)
+
+    def test_code_size(self):
+        r = self.cd.req("POST", "/v1/run", {"language": "javascript", "code": "/" * 10241},
+                        key=self.key)
+        self.assertEqual(r.status, 413)
