@@ -194,6 +194,25 @@ class TestRunPython(RunnerCase, unittest.TestCase):
         r = self.cd.req("POST", "/v1/run", {"language": "python", "code": "1"}, key="nope")
         self.assertEqual(r.status, 401)
 
+    def test_mcp_run_code(self):
+        hdr = {"Accept": "application/json, text/event-stream"}
+        listed = self.cd.ok("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                            key=self.key, headers=hdr)
+        tool = [t for t in listed["result"]["tools"] if t["name"] == "run_code"][0]
+        self.assertEqual(tool["inputSchema"]["required"], ["language", "code"])
+        self.assertEqual(tool["inputSchema"]["properties"]["language"]["enum"],
+                         ["python", "javascript"])
+        call = lambda args: self.cd.ok("POST", "/mcp", {
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run_code", "arguments": args}}, key=self.key, headers=hdr)["result"]
+        r = call({"language": "python", "code": "print(input() * 2)", "stdin": "ab\n"})
+        self.assertFalse(r.get("isError"), r)
+        self.assertEqual(r["structuredContent"]["stdout"], "abab\n")
+        r = call({"language": "python", "code": "1/0"})
+        self.assertEqual(r["structuredContent"]["error"]["type"], "exception")
+        r = call({"language": "cobol", "code": "1"})
+        self.assertTrue(r["isError"], r)
+
     def test_metrics_and_usage(self):
         before = self.cd.ok("GET", "/v1/usage", key=self.key2)["runs"]
         self.py("print(1)", key=self.key2)
