@@ -213,6 +213,34 @@ class TestRunPython(RunnerCase, unittest.TestCase):
         r = call({"language": "cobol", "code": "1"})
         self.assertTrue(r["isError"], r)
 
+    def test_cli_and_sdk(self):
+        import os
+        from runs import HERE
+        env = dict(os.environ, CUBICLE_URL="http://127.0.0.1:%d" % self.cd.port,
+                   CUBICLE_API_KEY=self.key)
+        cli = os.path.join(os.environ.get("CUBICLE_BUILD", os.path.join(HERE, "..", "..", "build")),
+                           "bin", "cubicle")
+        p = subprocess.run([cli, "run", "python", "-c", "import sys; print(sys.stdin.read()); "
+                            "print('e', file=sys.stderr); sys.exit(3)", "--stdin", "in"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (3, "in\n", "e\n"))
+        p = subprocess.run([cli, "run", "python", "-c", "while True: pass"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("cpu_limit", p.stderr)
+        p = subprocess.run([cli, "run", "js", "-"], input="console.log([1, 2].at(-1))", env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, "2\n"), p.stderr)
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "sdk", "python"))
+        import cubicle
+        with cubicle.Client(url=env["CUBICLE_URL"], api_key=self.key) as c:
+            self.assertEqual(c.run("python", "print(6 * 7)")["stdout"], "42\n")
+            self.assertEqual(c.run("js", "console.log(stdin)", stdin="x")["stdout"], "x\n")
+            self.assertEqual(c.run("python", "1/0")["error"]["type"], "exception")
+            with self.assertRaises(cubicle.CubicleError) as ctx:
+                c.run("python", "#" * 10241)
+            self.assertEqual(ctx.exception.status, 413)
+
     def test_metrics_and_usage(self):
         before = self.cd.ok("GET", "/v1/usage", key=self.key2)["runs"]
         self.py("print(1)", key=self.key2)
