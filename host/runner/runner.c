@@ -379,7 +379,7 @@ static int js_run(struct runner *r, const struct run_req *req, const char *code,
 
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += req->wall_ms / 1000 + 10;
+	dl.tv_sec += req->wall_ms / 1000 + 60;
 	pthread_mutex_lock(&s->lock);
 	if (!sent) {
 		p.failed = true;
@@ -479,7 +479,8 @@ static int slot_take(struct runner *r, struct err *e)
 {
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += r->c.wall_ms / 1000 + 1;
+	dl.tv_sec +=
+	    r->c.wall_ms / 1000 + 60; /* a queue, not a refusal: only a stuck runner says no */
 	pthread_mutex_lock(&r->lock);
 	int rc = 0;
 	while (r->running >= r->c.max_concurrent && rc == 0)
@@ -525,8 +526,9 @@ static int run_once(struct runner *r, int lang, const char *code, size_t code_le
 		close(sv[0]);
 		return -1;
 	}
-	/* The monitor answers within the wall limit (it kills the run then). */
-	struct timeval tv = {r->c.wall_ms / 1000 + 10, 0};
+	/* The monitor answers within the wall limit (it kills the run then),
+	 * once a ready monitor took the run (under a burst it may wait). */
+	struct timeval tv = {r->c.wall_ms / 1000 + 60, 0};
 	setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	rc = -1;
 	if (io_all(sv[0], &req, sizeof req, true) == 0 &&

@@ -229,6 +229,8 @@ class TestRunnerJavaScript(RunnerCase, unittest.TestCase):
     """The guest is QuickJS in WebAssembly: nothing of Node is reachable,
     and the Node process behind it is unprivileged and netless."""
 
+    ARGS = ("--run-cpu-ms", "400")  # wall-clock CPU time: see test_run.TestRunJavaScript
+
     def test_no_node(self):
         escapes = [
             "typeof process", "typeof require", "typeof module", "typeof globalThis.process",

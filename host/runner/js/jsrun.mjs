@@ -33,6 +33,7 @@ function main() {
     const slot = { w, busy: null, ready: false };
     w.on('message', (m) => {
       if (m === 'ready') { slot.ready = true; pump(); return; }
+      if (m === 'started') { if (slot.busy) slot.busy.start(); return; }
       const job = slot.busy;
       slot.busy = null;
       if (job) { clearTimeout(job.timer); job.done(m); }
@@ -59,11 +60,18 @@ function main() {
       slot.busy = job;
       // Backstop: a builtin that never checks for interrupts. The worker
       // is busy with this run only, so its wall time bounds its CPU time.
-      job.timer = setTimeout(() => {
-        job.killed = { error: E.cpu_limit, exit_code: 1, msg: 'the code used its CPU time', cpu_ms: job.req.cpu_ms, wall_ms: Date.now() - job.t0 };
+      const kill = (error, msg) => {
+        job.killed = { error, exit_code: 1, msg, cpu_ms: job.req.cpu_ms, wall_ms: Date.now() - job.t0 };
         slot.ready = false;
         slot.w.terminate();
-      }, job.req.cpu_ms + 150);
+      };
+      job.start = () => {
+        clearTimeout(job.timer);
+        job.t0 = Date.now();
+        job.timer = setTimeout(() => kill(E.cpu_limit, 'the code used its CPU time'), job.req.cpu_ms + 150);
+      };
+      // until the code starts: making its instance may take no longer than the wall time
+      job.timer = setTimeout(() => kill(E.timeout, 'the sandbox was not ready in time'), job.req.wall_ms);
       job.t0 = Date.now();
       slot.w.postMessage(job.req);
     }
@@ -112,7 +120,7 @@ async function worker() {
   // Warm up: V8 compiles WebAssembly functions lazily, on first call.
   for (let i = 0; i < 3; i++)
     await run({ code: 'console.log([1, {a: 2}].map(String).join(), /a+/.test("aa"), JSON.stringify({b: [1n].length}))',
-      stdin: '', cpu_ms: 10000, mem_mb: 128, out_max: 1 << 20 });
+      stdin: '', cpu_ms: 10000, mem_mb: 128, out_max: 1 << 20, warmup: true });
   parentPort.postMessage('ready');
 
   async function run(req) {
@@ -160,6 +168,7 @@ async function worker() {
         const pre = ctx.evalCode(PRELUDE, 'prelude.js');
         if (pre.error) { const pe = ctx.dump(pre.error); pre.error.dispose(); throw new Error('prelude failed: ' + JSON.stringify(pe)); }
         pre.value.dispose();
+        if (!req.warmup) parentPort.postMessage('started');
         tc = performance.now();
         deadline = tc + req.cpu_ms;
         const r = ctx.evalCode(req.code, 'code.js');
