@@ -24,7 +24,10 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
@@ -148,13 +151,55 @@ static int sb_landlock(const struct zygote_opts *o, char *why, size_t len)
  * threads, no exec, no signals to anyone but itself, no ptrace, no
  * namespaces, no writes to files (opens for reading only). Anything else
  * fails with EPERM. */
+static int sb_seccomp_rules(scmp_filter_ctx f, pid_t self);
+
+/* The filter, compiled once by the zygote when Landlock scopes signals
+ * (then kill and tgkill need no pid condition): a child only loads it. */
+static struct sock_fprog sb_prog;
+
 static int sb_seccomp(pid_t self, char *why, size_t len)
 {
-	scmp_filter_ctx f = seccomp_init(SCMP_ACT_ERRNO(EPERM));
-	if (!f) {
-		snprintf(why, len, "seccomp_init failed");
+	if (sb_prog.len) {
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sb_prog) == 0)
+			return 0;
+		snprintf(why, len, "seccomp: %s", strerror(errno));
 		return -1;
 	}
+	scmp_filter_ctx f = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	int rc = f ? sb_seccomp_rules(f, self) : -ENOMEM;
+	if (rc == 0)
+		rc = seccomp_load(f);
+	seccomp_release(f);
+	if (rc < 0) {
+		snprintf(why, len, "seccomp: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+/* Compiles the filter for every child (self = 0: any pid may be signalled,
+ * Landlock's scope keeps it to the child itself). */
+static void sb_seccomp_compile(void)
+{
+	scmp_filter_ctx f = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	int fd = memfd_create("seccomp", MFD_CLOEXEC);
+	if (f && fd >= 0 && sb_seccomp_rules(f, 0) == 0 && seccomp_export_bpf(f, fd) == 0) {
+		off_t n = lseek(fd, 0, SEEK_END);
+		struct sock_filter *prog = n > 0 ? malloc((size_t)n) : NULL;
+		if (prog && pread(fd, prog, (size_t)n, 0) == n) {
+			sb_prog.filter = prog;
+			sb_prog.len = (unsigned short)(n / sizeof *prog);
+		} else {
+			free(prog);
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	seccomp_release(f);
+}
+
+static int sb_seccomp_rules(scmp_filter_ctx f, pid_t self)
+{
 	static const char *const allow[] = {
 	    "read",
 	    "write",
@@ -282,13 +327,23 @@ static int sb_seccomp(pid_t self, char *why, size_t len)
 	if (rc == 0)
 		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
-	/* Signals to itself only (raise, os.kill(os.getpid())). */
-	if (rc == 0)
+	/* Signals to itself only (raise, os.kill(os.getpid())): by pid here,
+	 * or by Landlock's signal scope when self is 0. */
+	if (rc == 0 && self)
 		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
 				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
-	if (rc == 0)
+	if (rc == 0 && self)
 		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
 				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
+	/* (one process only: never 0, the process group, or -1 and below) */
+	if (rc == 0 && !self)
+		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(kill), 2,
+				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0x80000000u, 0),
+				      SCMP_A0(SCMP_CMP_NE, 0));
+	if (rc == 0 && !self)
+		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 2,
+				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0x80000000u, 0),
+				      SCMP_A0(SCMP_CMP_NE, 0));
 	/* Reading limits, not setting them. */
 	if (rc == 0)
 		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
@@ -296,14 +351,7 @@ static int sb_seccomp(pid_t self, char *why, size_t len)
 	/* isatty() and friends: not a terminal. */
 	if (rc == 0)
 		rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOTTY), SCMP_SYS(ioctl), 0);
-	if (rc == 0)
-		rc = seccomp_load(f);
-	seccomp_release(f);
-	if (rc < 0) {
-		snprintf(why, len, "seccomp: %s", strerror(-rc));
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 static long vm_size_bytes(void)
@@ -477,15 +525,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 			child_fd(keep[i], i);
 		close_range(5, ~0U, 0);
 		char why[300];
-		struct timespec c0, c1;
-		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-		int sbrc = sb_enter(o, mem_mb, why, sizeof why);
-		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-		if (getenv("CUBICLE_RUN_PROFILE"))
-			zlog("child: %.2f ms cpu before the sandbox, %.2f ms in it",
-			     c0.tv_sec * 1e3 + c0.tv_nsec / 1e6,
-			     (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6);
-		if (sbrc < 0) {
+		if (sb_enter(o, mem_mb, why, sizeof why) < 0) {
 			char line[320];
 			int n = snprintf(line, sizeof line, "I%s", why);
 			(void)!write(3, line, (size_t)n);
@@ -754,6 +794,8 @@ struct mon {
 
 void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 {
+	if (syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_VERSION) >= 6)
+		sb_seccomp_compile();
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	int taken[2];
