@@ -386,18 +386,20 @@ static int js_run(struct runner *r, const struct run_req *req, const char *code,
 		if (s->ctl == fd)
 			shutdown(fd, SHUT_RDWR);
 	}
+	bool timed_out = false;
 	while (!p.done && !p.failed)
 		if (pthread_cond_timedwait(&s->answered, &s->lock, &dl) != 0)
-			p.failed = true;
+			p.failed = timed_out = true;
 	struct js_pending **pp = &s->pending;
 	while (*pp != &p)
 		pp = &(*pp)->next;
 	*pp = p.next;
 	pthread_mutex_unlock(&s->lock);
 	if (p.failed)
-		return err_set(e, ERR_UNAVAILABLE,
-			       "the javascript sandbox failed before it answered; try again");
-	return 0;
+		err_set(e, ERR_UNAVAILABLE,
+			"the javascript sandbox failed before it answered; try again");
+	/* -2: the stream ended under the run (Node died): worth one more try */
+	return p.failed ? (timed_out ? -1 : -2) : 0;
 }
 
 /* Whether the language's supervisor exited (then the next run starts it). */
@@ -587,7 +589,8 @@ int runner_run(struct runner *r, const char *ws, const json_t *body, json_t **ou
 	struct run_resp resp = {0};
 	char *bufs[3] = {NULL, NULL, NULL};
 	int rc = run_once(r, lang, code, code_len, in, in_len, &resp, bufs, e);
-	if (rc < 0 && sup_died(r, lang)) { /* its run died with it: once more, on a new one */
+	if (rc == -2 ||
+	    (rc < 0 && sup_died(r, lang))) { /* its run died with it: once more, on a new one */
 		for (int i = 0; i < 3; i++)
 			free(bufs[i]), bufs[i] = NULL;
 		rc = run_once(r, lang, code, code_len, in, in_len, &resp, bufs, e);
