@@ -137,7 +137,7 @@ static const char warmup_src[] =
 static void py_prepare(void)
 {
 	PyObject *warm = PyUnicode_FromString(warmup_src);
-	for (int i = 0; warm && i < 2; i++)
+	if (warm)
 		Py_XDECREF(PyObject_CallOneArg(run_fn, warm));
 	Py_XDECREF(warm);
 	PyErr_Clear();

@@ -832,19 +832,18 @@ void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 					break;
 				mons = nm, cap *= 2;
 			}
-			if (l->before_fork)
-				l->before_fork();
+			/* No interpreter hooks around this fork: the monitor runs
+			 * no interpreter code; it brackets its own fork of the
+			 * sandboxed child with them (the zygote is single-threaded,
+			 * so the copy it gets is consistent). Each hook run costs
+			 * copy-on-write faults. */
 			pid_t pid = fork();
 			if (pid == 0) {
-				if (l->after_fork_child)
-					l->after_fork_child();
 				close(taken[0]), close(sfd);
 				sigprocmask(SIG_UNBLOCK, &chld, NULL);
 				monitor(l, o, taken[1], mem_mb);
 				_exit(1);
 			}
-			if (l->after_fork_parent)
-				l->after_fork_parent();
 			if (pid < 0) {
 				backoff = 100;
 				break;
