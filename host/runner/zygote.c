@@ -557,7 +557,12 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 		kill(pid, SIGKILL);
 		_exit(1);
 	}
-	/* Ready: wait for a run (one message carrying the connection). */
+	/* Ready: back to normal priority, this monitor and its child (they
+	 * are made at nice 10, so making sandboxes never competes with runs in
+	 * flight; a ready one wakes at once when its run comes). */
+	setpriority(PRIO_PROCESS, 0, 0);
+	setpriority(PRIO_PROCESS, (id_t)pid, 0);
+	/* Wait for a run (one message carrying the connection). */
 	int conn = -1;
 	for (;;) {
 		char byte;
@@ -794,6 +799,7 @@ struct mon {
 
 void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 {
+	setpriority(PRIO_PROCESS, 0, 10); /* making sandboxes is background work */
 	if (syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_VERSION) >= 6)
 		sb_seccomp_compile();
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
