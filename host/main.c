@@ -62,6 +62,14 @@ static void main_usage(FILE *to)
 	      "  --streams-per-computer N  open streams one computer may have (default 8)\n"
 	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
 	      "                            besides cubicled's own (default none)\n"
+	      "  --run-cpu-ms MS           CPU time of a code run (default 100)\n"
+	      "  --run-wall-ms MS          wall time of a code run (default 30000)\n"
+	      "  --run-memory-mb MB        memory of a code run (default 128)\n"
+	      "  --run-output-max BYTES    stdout + stderr kept per run (default 1048576)\n"
+	      "  --run-code-max BYTES      code per run, at most 10240 (default 10240)\n"
+	      "  --run-concurrency N       runs at once; more wait (default 32)\n"
+	      "  --run-pool N              sandboxes kept ready per language (default 4)\n"
+	      "  --run-uid UID             uid and gid the runs run as (default 65534)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -169,6 +177,7 @@ int main(int argc, char **argv)
 	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
+	struct runner_config rc = {0};
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -191,6 +200,15 @@ int main(int argc, char **argv)
 	    {"stream-max", required_argument, NULL, 'M'},
 	    {"streams-per-computer", required_argument, NULL, 0x5301},
 	    {"mcp-origins", required_argument, NULL, 'O'},
+	    /* the code runner (docs/code-runner.md) */
+	    {"run-cpu-ms", required_argument, NULL, 1001},
+	    {"run-wall-ms", required_argument, NULL, 1002},
+	    {"run-memory-mb", required_argument, NULL, 1003},
+	    {"run-output-max", required_argument, NULL, 1004},
+	    {"run-code-max", required_argument, NULL, 1005},
+	    {"run-concurrency", required_argument, NULL, 1006},
+	    {"run-pool", required_argument, NULL, 1007},
+	    {"run-uid", required_argument, NULL, 1008},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -248,6 +266,30 @@ int main(int argc, char **argv)
 		case 0x5301:
 			streams_per_computer =
 			    (int)main_number(optarg, "--streams-per-computer", 1, 10000);
+			break;
+		case 1001:
+			rc.cpu_ms = (int)main_number(optarg, "--run-cpu-ms", 1, 60000);
+			break;
+		case 1002:
+			rc.wall_ms = (int)main_number(optarg, "--run-wall-ms", 1, 3600000);
+			break;
+		case 1003:
+			rc.mem_mb = (int)main_number(optarg, "--run-memory-mb", 16, 65536);
+			break;
+		case 1004:
+			rc.out_max = (size_t)main_number(optarg, "--run-output-max", 1, 64 << 20);
+			break;
+		case 1005:
+			rc.code_max = (size_t)main_number(optarg, "--run-code-max", 1, 10240);
+			break;
+		case 1006:
+			rc.max_concurrent = (int)main_number(optarg, "--run-concurrency", 1, 4096);
+			break;
+		case 1007:
+			rc.pool = (int)main_number(optarg, "--run-pool", 1, 256);
+			break;
+		case 1008:
+			rc.uid = rc.gid = (uid_t)main_number(optarg, "--run-uid", 1, 4294967294LL);
 			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
@@ -331,6 +373,18 @@ int main(int argc, char **argv)
 			*slash = 0;
 		snprintf(web_dir, sizeof web_dir, "%s/../webclient", self);
 	}
+	char bin_dir[PATH_MAX];
+	ssize_t bn = readlink("/proc/self/exe", bin_dir, sizeof bin_dir - 1);
+	bin_dir[bn > 0 ? bn : 0] = 0;
+	if (strrchr(bin_dir, '/'))
+		*strrchr(bin_dir, '/') = 0;
+	rc.bin_dir = bin_dir;
+	rc.store = store;
+	struct runner *runner = runner_open(&rc, &e);
+	if (!runner) {
+		fprintf(stderr, "cubicled: %s\n", e.message);
+		return 1;
+	}
 	struct api_opts ao = {
 	    .listen = listen,
 	    .admin_key = admin,
@@ -342,6 +396,7 @@ int main(int argc, char **argv)
 	    .stream_max_s = stream_max,
 	    .streams_per_computer = streams_per_computer,
 	    .mcp_origins = mcp_origins,
+	    .runner = runner,
 	};
 	main_api = api_create(core, store, &ao, &e);
 	if (!main_api) {
@@ -369,6 +424,7 @@ int main(int argc, char **argv)
 	struct api *api = main_api;
 	main_api = NULL;
 	api_destroy(api);
+	runner_close(runner);
 	core_close(core);
 	store_close(store);
 	free(admin);

@@ -24,6 +24,7 @@
 #include "ident.h"
 #include "mcp.h"
 #include "params.h"
+#include "store-runs.h"
 #include "stream.h"
 
 struct api {
@@ -34,6 +35,7 @@ struct api {
 	unsigned char admin_hash[SHA256_DIGEST_LENGTH];
 	char spool_dir[512];
 	struct streams *streams;
+	struct runner *runner;
 };
 
 /* Who is calling, decided by the router. */
@@ -141,7 +143,13 @@ static void api_metrics(void *ctx, struct httpd_request *req, struct httpd_respo
 {
 	struct api *a = ctx;
 	(void)req;
-	char *text = core_metrics(a->core);
+	char *text = core_metrics(a->core), *runs = a->runner ? runner_metrics(a->runner) : NULL;
+	if (text && runs) {
+		char *both = NULL;
+		if (asprintf(&both, "%s%s", text, runs) > 0)
+			free(text), text = both;
+	}
+	free(runs);
 	resp->status = 200;
 	resp->content_type = "text/plain; version=0.0.4";
 	resp->body = (unsigned char *)text;
@@ -534,6 +542,29 @@ static void api_usage(void *ctx, struct httpd_request *req, struct httpd_respons
 		rc = err_param(&e, "to", "to: before from");
 	if (rc == 0)
 		rc = core_usage(a->core, ws, from, to, &out, &e);
+	json_t *runs = NULL;
+	if (rc == 0 && (rc = store_runs_query(a->store, ws, from, to, &runs, &e)) == 0)
+		json_object_set_new(out, "runs", runs);
+	else if (rc < 0)
+		json_decref(out), out = NULL;
+	api_answer(resp, rc, 200, out, &e);
+}
+
+int api_run_code(struct api *a, const char *ws, const json_t *body, json_t **out, struct err *e)
+{
+	if (!a->runner)
+		return err_set(e, ERR_UNAVAILABLE, "this cubicled runs no code (no runner)");
+	return runner_run(a->runner, ws, body, out, e);
+}
+
+/* POST /v1/run: docs/code-runner.md. */
+static void api_run_handler(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *body = api_body_json(req, &e), *out = NULL;
+	int rc = body ? api_run_code(ctx, api_ws(c), body, &out, &e) : -1;
+	json_decref(body);
 	api_answer(resp, rc, 200, out, &e);
 }
 
@@ -742,6 +773,13 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 		}
 		goto not_found;
 	}
+	if (strcmp(s[1], "run") == 0 && n == 2) {
+		if (m != HTTPD_POST)
+			return err_set(e, ERR_BAD_REQUEST, "run is called with POST");
+		route->max_body = 8u << 20; /* the runner answers 413 past its own limits */
+		route->handler = api_run_handler;
+		return 0;
+	}
 	if (strcmp(s[1], "usage") == 0 && n == 2 && m == HTTPD_GET) {
 		route->handler = api_usage;
 		return 0;
@@ -829,6 +867,7 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	a->store = store;
 	SHA256((const unsigned char *)o->admin_key, strlen(o->admin_key), a->admin_hash);
 	snprintf(a->spool_dir, sizeof a->spool_dir, "%s", o->spool_dir);
+	a->runner = o->runner;
 	mkdir(a->spool_dir, 0700);
 	struct httpd_opts ho = {
 	    .listen = o->listen,

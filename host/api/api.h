@@ -10,6 +10,7 @@
 #define CUBICLE_API_H
 
 #include "core.h"
+#include "runner.h"
 #include "err.h"
 #include "store.h"
 
@@ -26,6 +27,7 @@ struct api_opts {
 	int stream_max_s;		 /* longest an open stream lives */
 	int streams_per_computer;	 /* open streams one computer may have (0 = 8) */
 	const char *mcp_origins;	 /* Origins allowed on /mcp besides ours, comma-separated */
+	struct runner *runner;		 /* the code runner (POST /v1/run); NULL = none */
 };
 
 struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,
@@ -42,5 +44,11 @@ void api_destroy(struct api *a);
  */
 int api_stream_grant(struct api *a, const char *id, const char *ws, const char *host,
 		     long long ttl_s, bool view_only, json_t **out, struct err *e);
+
+/*
+ * POST /v1/run's work, also for MCP's run_code: runs `body` for workspace
+ * `ws` (NULL for the admin key: not counted in any workspace's usage).
+ */
+int api_run_code(struct api *a, const char *ws, const json_t *body, json_t **out, struct err *e);
 
 #endif

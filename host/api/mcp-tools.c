@@ -311,6 +311,21 @@ static int mcp_stream_url(const struct mcp_caller *c, const struct mcp_tool *t, 
 	return api_stream_grant(c->api, mcp_id(args), c->ws, c->host, ttl, view, result, e);
 }
 
+/* POST /v1/run: a snippet in a fresh sandbox (docs/code-runner.md). */
+static const struct mcp_param p_run_code[] = {
+    {"language", T_ENUM, 0, 0, "python|javascript", true,
+     "python (3.11, standard library) or javascript (ES2023, QuickJS; console.log prints)."},
+    {"code", T_STR, 0, 0, NULL, true, "The source, up to 10 KB."},
+    {"stdin", T_STR, 0, 0, NULL, false, "Standard input (javascript: the global `stdin`)."},
+    {0}};
+
+static int mcp_run_code(const struct mcp_caller *c, const struct mcp_tool *t, const json_t *args,
+			json_t **result, struct err *e)
+{
+	(void)t;
+	return api_run_code(c->api, c->ws, args, result, e);
+}
+
 /* An image content item and a text item saying its size and scale; the
  * result is {"content": [...]} already (no structured copy of an image). */
 static int mcp_screenshot(const struct mcp_caller *c, const struct mcp_tool *t, const json_t *args,
@@ -372,6 +387,11 @@ static const struct mcp_tool mcp_tools[] = {
     {"stream_url",
      "A URL to watch (or control) the desktop live in a browser, and its WebSocket URL.", p_stream,
      COMPUTER, mcp_stream_url},
+    {"run_code",
+     "Run a short Python or JavaScript snippet in a fresh isolated sandbox, no computer needed: "
+     "its stdout, stderr, exit_code and error (exception, cpu_limit, memory_limit, timeout, "
+     "output_limit). 128 MB, 100 ms CPU, no files, no network, nothing kept between runs.",
+     p_run_code, 0, mcp_run_code},
     /* Screen. */
     {"screenshot",
      "A PNG (or JPEG) of the screen or a region, optionally scaled down; a text item says the "

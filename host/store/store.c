@@ -106,6 +106,15 @@ static const char *const store_migrations[] = {
     " computer TEXT PRIMARY KEY,"
     " revoked_ms INTEGER NOT NULL,"
     " expires_ms INTEGER NOT NULL);",
+    /* 3: code runs (POST /v1/run), counted per workspace, language and
+     * hour; not billed. */
+    "CREATE TABLE code_runs ("
+    " workspace TEXT NOT NULL,"
+    " language TEXT NOT NULL,"
+    " hour_ms INTEGER NOT NULL,"
+    " runs INTEGER NOT NULL DEFAULT 0,"
+    " errors INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (workspace, language, hour_ms));",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))

@@ -135,6 +135,7 @@ int cmd_start(struct cli *cli, struct args *a);
 int cmd_rm(struct cli *cli, struct args *a);
 int cmd_stream(struct cli *cli, struct args *a);
 int cmd_usage(struct cli *cli, struct args *a);
+int cmd_run(struct cli *cli, struct args *a); /* run.c */
 int cmd_cp(struct cli *cli, struct args *a);
 int cmd_action_generic(struct cli *cli, struct args *a);
 

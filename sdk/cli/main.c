@@ -34,6 +34,7 @@ static const struct opt stream_opts[] = {
     {"view-only", false, 0}, {"ttl", true, 0}, {NULL, false, 0}};
 static const struct opt usage_opts[] = {
     {"workspace", true, 'w'}, {"from", true, 0}, {"to", true, 0}, {NULL, false, 0}};
+static const struct opt run_opts[] = {{"c", true, 'c'}, {"stdin", true, 0}, {NULL, false, 0}};
 static const struct opt action_opts[] = {
     {"param", true, 'p'}, {"output", true, 'o'}, {NULL, false, 0}};
 
@@ -61,6 +62,10 @@ static const struct command commands[] = {
     {"usage", "[--workspace W] [--from TIME] [--to TIME]",
      "Prints the metered usage per computer (TIME: Unix seconds or 2026-11-22T04:00:00Z).",
      usage_opts, cmd_usage},
+    {"run", "python|js (-c CODE | FILE | -) [--stdin TEXT]",
+     "Runs a snippet in a fresh sandbox (no computer): prints its output and exits with its "
+     "exit code.",
+     run_opts, cmd_run},
     {"action", "ID NAME [JSON] [--param K=V]... [-o FILE]",
      "Runs any envd action with a JSON object of parameters; --param values are JSON when "
      "they parse as JSON, else strings.",

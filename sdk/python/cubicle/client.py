@@ -170,6 +170,17 @@ class Client:
         return self.request("GET", "/v1/usage",
                             query={"workspace": workspace, "from": from_, "to": to})
 
+    def run(self, language, code, stdin=None):
+        """Runs a snippet in a fresh sandbox (POST /v1/run, docs/code-runner.md):
+        language "python" or "javascript" ("js" too); returns {"stdout",
+        "stderr", "exit_code", "error"?: {"type", "message"}, "cpu_ms",
+        "wall_ms", "memory_kb"}. A snippet that fails is not an exception
+        here: look at "error"."""
+        body = {"language": "javascript" if language == "js" else language, "code": code}
+        if stdin is not None:
+            body["stdin"] = stdin
+        return self.request("POST", "/v1/run", body)
+
     def healthz(self):
         return self.request("GET", "/healthz")
 

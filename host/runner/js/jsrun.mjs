@@ -1,0 +1,236 @@
+// cubicle-jsrun's JavaScript half (docs/code-runner.md): QuickJS compiled to
+// WebAssembly (npm quickjs-emscripten, pinned in package-lock.json), a new
+// WebAssembly instance per run with a WebAssembly.Memory capped at the
+// memory limit, in worker threads of one Node process that the C half
+// (jsrun.c) started unprivileged in an empty network namespace.
+//
+// The main thread accepts runs on fd 3 (a listening unix socket; runproto.h
+// framing), gives each to an idle worker and answers. A worker's QuickJS
+// interrupt handler stops the code at its CPU time; a builtin that does not
+// check for interrupts ('x'.repeat in a loop) is stopped by the main
+// thread's backstop, which terminates the worker and starts another.
+// The guest sees nothing of Node: its global object is QuickJS's own, plus
+// console (into the run's output) and `stdin` (a string).
+import net from 'node:net';
+import fs from 'node:fs';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+
+const REQ_MAGIC = 0x31514552, RESP_MAGIC = 0x31505352;
+const E = { ok: 0, exception: 1, cpu_limit: 2, memory_limit: 3, timeout: 4, output_limit: 5, internal: 6 };
+const REQ_LEN = 28, CODE_MAX = 10240, STDIN_MAX = 1 << 20;
+
+if (isMainThread) main(); else worker();
+
+function main() {
+  const nworkers = Math.max(1, Number(process.argv[2]) || 2);
+  const workers = [];
+  const queue = [];
+  const spawn = () => {
+    const w = new Worker(fileURLToPath(import.meta.url), {
+      workerData: {}, resourceLimits: { maxOldGenerationSizeMb: 64 }, stdout: false, stderr: false,
+    });
+    const slot = { w, busy: null, ready: false };
+    w.on('message', (m) => {
+      if (m === 'ready') { slot.ready = true; pump(); return; }
+      if (m === 'started') { if (slot.busy) slot.busy.start(); return; }
+      const job = slot.busy;
+      slot.busy = null;
+      if (job) { clearTimeout(job.timer); job.done(m); }
+      pump();
+    });
+    w.on('error', (err) => process.stderr.write(`cubicle-jsrun: worker: ${err}\n`));
+    w.on('exit', () => {
+      const i = workers.indexOf(slot);
+      if (i >= 0) workers.splice(i, 1);
+      const job = slot.busy;
+      slot.busy = null;
+      if (job) { clearTimeout(job.timer); job.done(job.killed || { error: E.internal, msg: 'the JavaScript worker died' }); }
+      workers.push(spawn());
+      pump();
+    });
+    return slot;
+  };
+  for (let i = 0; i < nworkers; i++) workers.push(spawn());
+  const pump = () => {
+    while (queue.length) {
+      const slot = workers.find((s) => s.ready && !s.busy);
+      if (!slot) return;
+      const job = queue.shift();
+      slot.busy = job;
+      // Backstop: a builtin that never checks for interrupts. The worker
+      // is busy with this run only, so its wall time bounds its CPU time.
+      const kill = (error, msg) => {
+        job.killed = { error, exit_code: 1, msg, cpu_ms: job.req.cpu_ms, wall_ms: Date.now() - job.t0 };
+        slot.ready = false;
+        slot.w.terminate();
+      };
+      job.start = () => {
+        clearTimeout(job.timer);
+        job.t0 = Date.now();
+        job.timer = setTimeout(() => kill(E.cpu_limit, 'the code used its CPU time'), job.req.cpu_ms + 150);
+      };
+      // until the code starts: making its instance may take no longer than the wall time
+      job.timer = setTimeout(() => kill(E.timeout, 'the sandbox was not ready in time'), job.req.wall_ms);
+      job.t0 = Date.now();
+      slot.w.postMessage(job.req);
+    }
+  };
+  // fd 3: one stream from cubicled; frames are a u32 id, then runproto.h's
+  // request (or answer) and its bytes.
+  const sock = new net.Socket({ fd: 3, readable: true, writable: true });
+  let buf = Buffer.alloc(0);
+  sock.on('data', (d) => {
+    buf = buf.length ? Buffer.concat([buf, d]) : d;
+    for (;;) {
+      if (buf.length < 4 + REQ_LEN) return;
+      const v = (i) => buf.readUInt32LE(4 + i * 4);
+      const id = buf.readUInt32LE(0);
+      const hdr = { magic: v(0), code_len: v(1), stdin_len: v(2), cpu_ms: v(3), wall_ms: v(4), mem_mb: v(5), out_max: v(6) };
+      if (hdr.magic !== REQ_MAGIC || hdr.code_len > CODE_MAX || hdr.stdin_len > STDIN_MAX) process.exit(3);
+      const need = 4 + REQ_LEN + hdr.code_len + hdr.stdin_len;
+      if (buf.length < need) return;
+      const at = 4 + REQ_LEN;
+      const req = { ...hdr, code: buf.subarray(at, at + hdr.code_len).toString('utf8'),
+        stdin: buf.subarray(at + hdr.code_len, need).toString('utf8') };
+      buf = buf.subarray(need);
+      queue.push({ req, done: (m) => answer(sock, id, m) });
+      pump();
+    }
+  });
+  sock.on('end', () => process.exit(0));
+  sock.on('error', () => process.exit(0));
+}
+
+function answer(sock, id, m) {
+  const out = Buffer.from(m.stdout || ''), err = Buffer.from(m.stderr || ''), msg = Buffer.from(m.msg || '').subarray(0, 4000);
+  const h = Buffer.alloc(44);
+  h.writeUInt32LE(id, 0);
+  [RESP_MAGIC, m.exit_code | 0, m.error | 0, m.cpu_ms | 0, m.wall_ms | 0, m.memory_kb | 0, m.truncated ? 1 : 0,
+    out.length, err.length, msg.length].forEach((v, i) => (i === 1 ? h.writeInt32LE(v, 8) : h.writeUInt32LE(v >>> 0, 4 + i * 4)));
+  sock.write(Buffer.concat([h, out, err, msg]));
+}
+
+async function worker() {
+  const { newQuickJSWASMModuleFromVariant, newVariant, RELEASE_SYNC } = await import('quickjs-emscripten');
+  const variant = await RELEASE_SYNC;
+  const loc = fileURLToPath(import.meta.resolve('@jitl/quickjs-wasmfile-release-sync/wasm'));
+  const wasmModule = new WebAssembly.Module(fs.readFileSync(loc));
+  parentPort.on('message', async (req) => parentPort.postMessage(await run(req)));
+  // Warm up: V8 compiles WebAssembly functions lazily, on first call.
+  for (let i = 0; i < 3; i++)
+    await run({ code: 'console.log([1, {a: 2}].map(String).join(), /a+/.test("aa"), JSON.stringify({b: [1n].length}))',
+      stdin: '', cpu_ms: 10000, mem_mb: 128, out_max: 1 << 20, warmup: true });
+  parentPort.postMessage('ready');
+
+  async function run(req) {
+    const t0 = performance.now();
+    const maxPages = Math.max(1, Math.floor((req.mem_mb * 1024 * 1024) / 65536));
+    const res = { stdout: '', stderr: '', exit_code: 0, error: 0, msg: '', truncated: false };
+    let used = 0, cut = false;
+    const write = (fd, s) => {
+      if (cut) return;
+      const room = req.out_max - used;
+      if (Buffer.byteLength(s) > room) {
+        s = Buffer.from(s).subarray(0, room).toString('utf8');
+        cut = true;
+      }
+      used += Buffer.byteLength(s);
+      if (fd === 1) res.stdout += s; else res.stderr += s;
+    };
+    let memory, mod, rt, ctx, tc = t0;
+    try {
+      memory = new WebAssembly.Memory({ initial: 256, maximum: Math.max(256, maxPages) });
+      // A new instance of the compiled module, on its own memory.
+      mod = await newQuickJSWASMModuleFromVariant(newVariant(variant, { wasmModule, wasmMemory: memory }));
+    } catch (e) {
+      return { ...res, error: E.internal, msg: `cannot make a QuickJS instance: ${e}` };
+    }
+    return finish(mod);
+
+    function finish(m) {
+      try {
+        rt = m.newRuntime();
+        rt.setMemoryLimit(req.mem_mb * 1024 * 1024);
+        rt.setMaxStackSize(1024 * 1024);
+        let deadline = Infinity;
+        rt.setInterruptHandler(() => performance.now() > deadline);
+        ctx = rt.newContext();
+        const w = ctx.newFunction('__write', (fd, s) => {
+          write(ctx.getNumber(fd), ctx.getString(s));
+          if (cut) return ctx.newError('output limit');
+        });
+        ctx.setProp(ctx.global, '__write', w);
+        w.dispose();
+        const sin = ctx.newString(req.stdin);
+        ctx.setProp(ctx.global, 'stdin', sin);
+        sin.dispose();
+        const pre = ctx.evalCode(PRELUDE, 'prelude.js');
+        if (pre.error) { const pe = ctx.dump(pre.error); pre.error.dispose(); throw new Error('prelude failed: ' + JSON.stringify(pe)); }
+        pre.value.dispose();
+        if (!req.warmup) parentPort.postMessage('started');
+        tc = performance.now();
+        deadline = tc + req.cpu_ms;
+        const r = ctx.evalCode(req.code, 'code.js');
+        if (r.error) {
+          const e = ctx.dump(r.error);
+          r.error.dispose();
+          const name = e && e.name, message = e && e.message;
+          if (cut) { res.error = E.output_limit; res.msg = 'the code printed more than the output limit; the output is cut'; }
+          else if (name === 'InternalError' && message === 'interrupted') { res.error = E.cpu_limit; res.msg = 'the code used its CPU time'; }
+          else if ((name === 'InternalError' || name === 'RangeError') && /out of memory|Out of memory|allocation/.test(message || '')) { res.error = E.memory_limit; res.msg = `${name}: ${message}`; }
+          else {
+            res.error = E.exception;
+            res.msg = e && typeof e === 'object' && name ? `${name}: ${message}` : `Uncaught ${String(e)}`;
+            write(2, `${res.msg}\n${(e && e.stack) || ''}`);
+          }
+          res.exit_code = 1;
+        } else {
+          r.value.dispose();
+          rt.executePendingJobs(-1);
+        }
+      } catch (e) {
+        // the instance itself failed: its memory is at the cap, or QuickJS aborted
+        res.error = E.memory_limit;
+        res.msg = `the code ran out of memory (${e && e.message ? e.message : e})`;
+        res.exit_code = 1;
+      } finally {
+        try { ctx && ctx.dispose(); rt && rt.dispose(); } catch { /* a dead instance */ }
+      }
+      if (cut) { res.error = E.output_limit; res.truncated = true; res.msg = 'the code printed more than the output limit; the output is cut'; res.exit_code = 1; }
+      const ms = Math.round(performance.now() - tc);
+      return { ...res, cpu_ms: ms, wall_ms: ms, memory_kb: Math.round(memory.buffer.byteLength / 1024) };
+    }
+  }
+}
+
+const PRELUDE = `
+(() => {
+  const w = globalThis.__write;
+  delete globalThis.__write;
+  const seen = new Set();
+  const fmt = (v, depth) => {
+    if (typeof v === 'string') return depth ? JSON.stringify(v) : v;
+    if (typeof v === 'function') return '[Function ' + (v.name || 'anonymous') + ']';
+    if (typeof v === 'bigint') return v + 'n';
+    if (typeof v === 'symbol') return v.toString();
+    if (v === null || typeof v !== 'object') return String(v);
+    if (v instanceof Error) return v.stack ? v.name + ': ' + v.message + '\\n' + v.stack : String(v);
+    if (seen.has(v)) return '[Circular]';
+    if (depth > 4) return Array.isArray(v) ? '[Array]' : '[Object]';
+    seen.add(v);
+    try {
+      if (Array.isArray(v)) return '[ ' + v.map((x) => fmt(x, depth + 1)).join(', ') + ' ]';
+      if (v instanceof Map) return 'Map(' + v.size + ') { ' + [...v].map(([k, x]) => fmt(k, depth + 1) + ' => ' + fmt(x, depth + 1)).join(', ') + ' }';
+      if (v instanceof Set) return 'Set(' + v.size + ') { ' + [...v].map((x) => fmt(x, depth + 1)).join(', ') + ' }';
+      if (v instanceof Date) return v.toISOString();
+      if (v instanceof RegExp) return String(v);
+      const keys = Object.keys(v);
+      if (!keys.length) return '{}';
+      return '{ ' + keys.map((k) => (/^[A-Za-z_$][\\w$]*$/.test(k) ? k : JSON.stringify(k)) + ': ' + fmt(v[k], depth + 1)).join(', ') + ' }';
+    } finally { seen.delete(v); }
+  };
+  const line = (fd) => (...a) => { const e = w(fd, a.map((x) => fmt(x, 0)).join(' ') + '\\n'); if (e) throw e; };
+  globalThis.console = { log: line(1), info: line(1), debug: line(1), warn: line(2), error: line(2) };
+})();
+`;
