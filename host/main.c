@@ -61,6 +61,14 @@ static void main_usage(FILE *to)
 	      "  --stream-max S            longest an open stream lives (default 3600)\n"
 	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
 	      "                            besides cubicled's own (default none)\n"
+	      "  --max-envd-answer-mb N    an envd answer kept in memory (default 64)\n"
+	      "  --envd-timeout S          an action's deadline in envd (default 120)\n"
+	      "  --spool-max-workspace-mb N  spooled file transfers per workspace (default 4096)\n"
+	      "  --spool-max-mb N          spooled file transfers in all (default 16384)\n"
+	      "  --spool-min-free-mb N     free disk the spool leaves (default 1024)\n"
+	      "  --max-stopped-per-workspace N  stopped computers per workspace (default 20)\n"
+	      "  --session-quota-mb N      a workspace's session storage (default 10240;\n"
+	      "                            0 = unlimited)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -162,6 +170,8 @@ int main(int argc, char **argv)
 	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600;
+	struct envd_limits envd_limits = {0};
+	bool session_quota_set = false;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -183,6 +193,13 @@ int main(int argc, char **argv)
 	    {"stream-ttl-max", required_argument, NULL, 'T'},
 	    {"stream-max", required_argument, NULL, 'M'},
 	    {"mcp-origins", required_argument, NULL, 'O'},
+	    {"max-envd-answer-mb", required_argument, NULL, 0x100},
+	    {"envd-timeout", required_argument, NULL, 0x101},
+	    {"spool-max-workspace-mb", required_argument, NULL, 0x102},
+	    {"spool-max-mb", required_argument, NULL, 0x103},
+	    {"spool-min-free-mb", required_argument, NULL, 0x104},
+	    {"max-stopped-per-workspace", required_argument, NULL, 0x105},
+	    {"session-quota-mb", required_argument, NULL, 0x106},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -237,6 +254,45 @@ int main(int argc, char **argv)
 		case 'M':
 			stream_max = (int)main_number(optarg, "--stream-max", 1, 7 * 86400);
 			break;
+		case 0x100:
+			envd_limits.max_answer =
+			    (size_t)main_number(optarg, "--max-envd-answer-mb", 1, 4096) << 20;
+			break;
+		case 0x101:
+			envd_limits.action_s =
+			    (long)main_number(optarg, "--envd-timeout", 1, 86400);
+			break;
+		case 0x102:
+			cfg.spool_max_workspace =
+			    (uint64_t)main_number(optarg, "--spool-max-workspace-mb", 1, 1 << 30)
+			    << 20;
+			break;
+		case 0x103:
+			cfg.spool_max = (uint64_t)main_number(optarg, "--spool-max-mb", 1, 1 << 30)
+					<< 20;
+			break;
+		case 0x104:
+			cfg.spool_min_free =
+			    (uint64_t)main_number(optarg, "--spool-min-free-mb", 0, 1 << 30) << 20;
+			if (!cfg.spool_min_free)
+				cfg.spool_min_free = 1; /* 0 would mean the default */
+			break;
+		case 0x105:
+			cfg.default_max_stopped =
+			    (int)main_number(optarg, "--max-stopped-per-workspace", 1, 100000);
+			break;
+		case 0x106: {
+			long long mb = main_number(optarg, "--session-quota-mb", 0, 1 << 24);
+			if (mb > 0 && mb < 16) {
+				fprintf(stderr,
+					"cubicled: --session-quota-mb: at least 16 (an ext4 "
+					"filesystem needs it), or 0 for none\n");
+				return 2;
+			}
+			cfg.session_quota = (uint64_t)mb << 20;
+			session_quota_set = true;
+			break;
+		}
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
 			return 0;
@@ -277,6 +333,8 @@ int main(int argc, char **argv)
 	if (!realpath(images_abs, images_real))
 		snprintf(images_real, sizeof images_real, "%s", images_abs);
 	cfg.state_dir = state_abs;
+	if (!session_quota_set)
+		cfg.session_quota = 10240ull << 20;
 	cfg.images_dir = images_real;
 	char *admin = main_admin_key(state_abs);
 	if (!admin)
@@ -289,6 +347,7 @@ int main(int argc, char **argv)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	struct err e = {0};
 	snprintf(db, sizeof db, "%s/cubicle.db", state_abs);
+	envd_set_limits(&envd_limits);
 	struct store *store = store_open(db, &e);
 	if (!store) {
 		fprintf(stderr, "cubicled: %s\n", e.message);

@@ -41,12 +41,20 @@ struct core {
 
 	pthread_t ticker;
 	int wake[2];
-	int quiesced; /* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
+	int quiesced;	/* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
 	int background; /* boot / idle threads still running */
 
 	uint64_t actions_total, action_errors_total;
 
 	char pool_ws[40]; /* the warm pool's own workspace, "" without a pool */
+
+	/* Spooled bytes per workspace ("" = the admin), under lock. */
+	struct core_spool {
+		struct core_spool *next;
+		char ws[40];
+		uint64_t used;
+	} * spools;
+	uint64_t spool_used;
 
 	/* Closes a computer's live streams when it stops or goes away (api). */
 	void (*close_streams)(void *ctx, const char *id);
@@ -64,6 +72,8 @@ void pool_drain(struct core *c);
 
 /* How many computers workspace ws may run at once (its own limit, else the server's). */
 int core_limit(struct core *c, const char *ws);
+/* How many stopped computers workspace ws may keep (its own limit, else the server's). */
+int core_stopped_limit(struct core *c, const char *ws);
 
 /* The computer's public JSON. */
 json_t *core_json_public(const struct store_computer *sc);
@@ -90,6 +100,13 @@ int core_rt_running(struct core *c, const char *id, const char *ws, char *addres
  * input/, output/ and working/. ERR_INVALID (param "session") for a name
  * outside [A-Za-z0-9_-]{1,64}. e may be NULL.
  */
+/* session-disk.c: makes sure wsdir (sessions/<ws>) is workspace ws's session
+ * disk, mounted (or leaves it a plain directory when the host cannot, and
+ * says why in the log once). */
+int core_session_disk(struct core *c, const char *ws, const char *wsdir, struct err *e);
+/* Detaches every session disk's mount (a clean stop). */
+void core_session_disks_release(struct core *c);
+
 int core_session_dir_for(struct core *c, const char *ws, const char *session, char *out, size_t len,
 			 struct err *e);
 

@@ -1,0 +1,449 @@
+"""Issue 11, items 5 (a FIFO download holds a thread), 6 (a guest fills the
+host's memory and disk) and 10 (stopped computers are unlimited).
+
+The hostile envd: envd is root inside its computer and owns the socket
+cubicled talks to, so a compromised guest answers cubicled whatever it
+likes. The attack takes a real container computer and puts, in the place of
+its envd's socket (computers/<id>/io/envd.sock, the path cubicled connects
+to for every call), a small server of ours speaking envd's HTTP on the same
+socket, badly: gigabytes, an answer that never ends, a slow drip, no answer,
+endless or broken headers, a 1 TiB file. Meanwhile another workspace's
+computer, with its real envd, must keep answering 200, and cubicled's
+resident memory must stay under a stated bound.
+
+The rest runs against the real envd: a FIFO, a device and a sparse 1 TiB
+file in the guest, a FIFO a guest leaves in its session; upload floods
+against the spool quota; and a flood of stopped computers.
+"""
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import threading
+import unittest
+
+import attack
+from attack import rss_kb, open_fds, wait_until
+
+MIB = 1 << 20
+ANSWER_CAP_MIB = 8      # --max-envd-answer-mb
+ENVD_TIMEOUT_S = 8      # --envd-timeout
+SPOOL_WS_MIB = 64       # --spool-max-workspace-mb
+SPOOL_MIB = 96          # --spool-max-mb
+MAX_STOPPED = 3         # --max-stopped-per-workspace
+# What a hostile answer sends ("gigabytes"); HOSTILE_GIB=4 for more.
+HOSTILE_BYTES = int(float(os.environ.get("HOSTILE_GIB", "1")) * (1 << 30))
+# The stated bound: cubicled's RSS grows by at most this much while four
+# hostile answers of HOSTILE_BYTES each stream at it (each capped at 8 MiB).
+RSS_BOUND_KB = 96 * 1024
+
+ARGS = ["--max-envd-answer-mb", str(ANSWER_CAP_MIB), "--envd-timeout", str(ENVD_TIMEOUT_S),
+        "--spool-max-workspace-mb", str(SPOOL_WS_MIB), "--spool-max-mb", str(SPOOL_MIB),
+        "--spool-min-free-mb", "64", "--max-stopped-per-workspace", str(MAX_STOPPED)]
+
+
+class HostileEnvd:
+    """An HTTP server on a unix socket that answers like a compromised envd.
+    The action's name says how it misbehaves."""
+
+    def __init__(self, path):
+        self.path = path
+        self.stop_ev = threading.Event()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        os.chmod(path, 0o777)
+        self.sock.listen(64)
+        self.conns = []
+        self.served = {}
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.stop_ev.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        with self.lock:
+            for c in self.conns:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                c.close()
+        self.thread.join(10)
+
+    def count(self, what):
+        with self.lock:
+            return self.served.get(what, 0)
+
+    def _accept(self):
+        while not self.stop_ev.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.conns.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        try:
+            while not self.stop_ev.is_set():
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    got = c.recv(65536)
+                    if not got:
+                        return
+                    head += got
+                head, _, rest = head.partition(b"\r\n\r\n")
+                lines = head.decode(errors="replace").split("\r\n")
+                method, target = lines[0].split()[:2]
+                length = 0
+                for ln in lines[1:]:
+                    k, _, v = ln.partition(":")
+                    if k.strip().lower() == "content-length":
+                        length = int(v)
+                while len(rest) < length:
+                    got = c.recv(65536)
+                    if not got:
+                        return
+                    rest += got
+                what = target.split("?")[0].rsplit("/", 1)[-1]
+                with self.lock:
+                    self.served[what] = self.served.get(what, 0) + 1
+                if not self._answer(c, method, what):
+                    return
+        except OSError:
+            return
+        finally:
+            c.close()
+
+    def _stream_zeros(self, c, n=None):
+        block = bytes(MIB)
+        sent = 0
+        while not self.stop_ev.is_set() and (n is None or sent < n):
+            c.sendall(block if n is None else block[:min(MIB, n - sent)])
+            sent += MIB
+
+    def _answer(self, c, method, what):
+        """Answers one request; False closes the connection."""
+        ok = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        if what == "health":
+            body = b'{"ok":true,"ready":true}'
+            c.sendall(ok + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            return True
+        if what == "gigabytes":  # a JSON answer of HOSTILE_BYTES
+            c.sendall(ok + b"Content-Length: %d\r\n\r\n" % HOSTILE_BYTES)
+            self._stream_zeros(c, HOSTILE_BYTES)
+            return False
+        if what == "screenshot":  # an image with no announced length, never ending
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nX-Width: 1\r\n"
+                      b"X-Height: 1\r\nX-Scale: 1\r\nConnection: close\r\n\r\n")
+            self._stream_zeros(c)
+            return False
+        if what == "forever":  # chunked, never ends
+            c.sendall(ok + b"Transfer-Encoding: chunked\r\n\r\n")
+            chunk = b"%x\r\n" % MIB + bytes(MIB) + b"\r\n"
+            while not self.stop_ev.is_set():
+                c.sendall(chunk)
+            return False
+        if what == "drip":  # a byte now and then: never done, never idle
+            c.sendall(ok + b"Content-Length: 1000000\r\n\r\n")
+            while not self.stop_ev.wait(0.5):
+                c.sendall(b" ")
+            return False
+        if what == "silent":  # reads the request, never answers
+            self.stop_ev.wait()
+            return False
+        if what == "headers":  # header lines without end
+            c.sendall(b"HTTP/1.1 200 OK\r\n")
+            line = b"X-Hostile: " + b"a" * 1000 + b"\r\n"
+            while not self.stop_ev.is_set():
+                c.sendall(line * 64)
+            return False
+        if what == "garbage":  # not HTTP at all
+            c.sendall(b"\x00\xffNOT HTTP\r\n\r\n" + bytes(4096))
+            return False
+        if what == "badlength":  # a Content-Length that is no number
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: lots\r\n\r\n{}")
+            return False
+        if what == "files":  # GET /v1/files: a 1 TiB file
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                      b"Content-Length: %d\r\n\r\n" % (1 << 40))
+            self._stream_zeros(c)
+            return False
+        body = b'{"ok":true}'
+        c.sendall(ok + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+
+def du_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def spool_blocks(pid):
+    """Bytes of disk held by cubicled's open spool files (they are unlinked
+    or O_TMPFILE, so only /proc shows them)."""
+    total = 0
+    d = "/proc/%d/fd" % pid
+    for fd in os.listdir(d):
+        try:
+            target = os.readlink(os.path.join(d, fd))
+            if "/spool/" in target:
+                total += os.stat(os.path.join(d, fd)).st_blocks * 512
+        except OSError:
+            pass
+    return total
+
+
+class HostileEnvdTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = attack.Cubicled(ARGS).start()
+        cls.ws_bad, cls.key_bad = cls.srv.workspace("attacker")
+        cls.ws_good, cls.key_good = cls.srv.workspace("victim")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def req(self, method, path, body=None, key=None, headers=None, timeout=120):
+        return self.srv.req(method, path, body, key=key or self.key_bad, headers=headers,
+                            timeout=timeout)
+
+    def sandbox(self, key, **kw):
+        cid = self.srv.computer(key, kind="sandbox", size="xs", isolation="container",
+                                **kw)["id"]
+        self.addCleanup(self.srv.req, "DELETE", "/v1/computers/" + cid)
+        return cid
+
+    def bash(self, cid, command, key=None):
+        r = self.req("POST", "/v1/computers/%s/actions/bash" % cid, {"command": command},
+                     key=key)
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+    def assert_error(self, r, status, code, *words):
+        self.assertEqual(r.status, status, r)
+        err = r.json["error"]
+        self.assertEqual(err["code"], code, err)
+        for w in words:
+            self.assertIn(w, err["message"], err)
+        return err
+
+    # ---- a hostile envd ------------------------------------------------------
+
+    def test_hostile_envd(self):
+        bad = self.sandbox(self.key_bad)
+        good = self.sandbox(self.key_good)
+        sock = os.path.join(self.srv.state, "computers", bad, "io", "envd.sock")
+        self.assertTrue(os.path.exists(sock), sock)
+        os.rename(sock, sock + ".real")
+        hostile = HostileEnvd(sock)
+        pid = self.srv.proc.pid
+        try:
+            self._hostile_answers(bad, good, hostile, pid)
+        finally:
+            hostile.close()
+            os.unlink(sock)
+            os.rename(sock + ".real", sock)
+        # The real envd is back: the attacker's computer answers again.
+        self.assertEqual(self.bash(bad, "echo back")["stdout"], "back\n")
+
+    def _hostile_answers(self, bad, good, hostile, pid):
+        base_rss, base_fds = rss_kb(pid), open_fds(pid)
+        peak = [base_rss]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.wait(0.05):
+                peak[0] = max(peak[0], rss_kb(pid))
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+
+        results = {}
+
+        def hit(action, path=None, method="POST"):
+            results[action] = self.req(method, path or "/v1/computers/%s/actions/%s" % (
+                bad, action), {} if method == "POST" else None, timeout=ENVD_TIMEOUT_S + 60)
+        # Four floods at once, gigabytes each, while the victim works.
+        floods = [threading.Thread(target=hit, args=(a,)) for a in
+                  ("gigabytes", "screenshot", "forever", "drip")]
+        for t in floods:
+            t.start()
+        wait_until(lambda: all(hostile.count(a) for a in
+                               ("gigabytes", "screenshot", "forever", "drip")),
+                   timeout=30, what="the hostile envd to be asked")
+        # Another tenant's requests keep answering meanwhile.
+        answered = 0
+        while any(t.is_alive() for t in floods):
+            self.assertEqual(self.bash(good, "echo fine", key=self.key_good)["stdout"],
+                             "fine\n")
+            answered += 1
+        for t in floods:
+            t.join()
+        self.assertGreater(answered, 0)
+        stop.set()
+        sampler.join()
+        for a in ("gigabytes", "screenshot", "forever"):
+            self.assert_error(results[a], 502, "bad_gateway", "%d MiB" % ANSWER_CAP_MIB,
+                              "--max-envd-answer-mb")
+        self.assert_error(results["drip"], 504, "timeout", "%d s deadline" % ENVD_TIMEOUT_S)
+        self.assertLess(peak[0] - base_rss, RSS_BOUND_KB,
+                        "cubicled's RSS went from %d KiB to %d KiB" % (base_rss, peak[0]))
+
+        # No answer at all: the deadline.
+        hit("silent")
+        self.assert_error(results["silent"], 504, "timeout", "%d s deadline" % ENVD_TIMEOUT_S)
+        # Endless headers, not HTTP, a broken length: 502 at once.
+        for a, words in (("headers", ("header",)), ("garbage", ()), ("badlength", ())):
+            hit(a)
+            self.assert_error(results[a], 502, "bad_gateway", *words)
+        # A 1 TiB file: refused before its first byte reaches the disk.
+        hit("files", "/v1/computers/%s/files?path=/big" % bad, "GET")
+        self.assert_error(results["files"], 507, "insufficient_storage", "spool quota")
+        self.assertEqual(spool_blocks(pid), 0)
+
+        # Every connection to the hostile envd was dropped: none is left
+        # open in cubicled, and its descriptors are back where they were.
+        wait_until(lambda: open_fds(pid) <= base_fds + 2, timeout=20,
+                   what="cubicled's descriptors to come back (%d before)" % base_fds)
+        self.assertEqual(self.bash(good, "echo still", key=self.key_good)["stdout"], "still\n")
+
+    # ---- non-regular files and huge files with the real envd ---------------------
+
+    def test_fifo_device_and_sparse_downloads(self):
+        cid = self.sandbox(self.key_bad)
+        self.bash(cid, "mkfifo /tmp/fifo && truncate -s 1T /tmp/sparse && ls -ls /tmp/sparse")
+        for path, what in (("/tmp/fifo", "FIFO"), ("/dev/zero", "character device")):
+            r = self.req("GET", "/v1/computers/%s/files?path=%s" % (cid, path), timeout=60)
+            err = self.assert_error(r, 400, "invalid_parameter", what)
+            self.assertEqual(err.get("param"), "path")
+        # read_file (in memory) refuses them too.
+        r = self.req("POST", "/v1/computers/%s/actions/read_file" % cid, {"path": "/tmp/fifo"})
+        self.assertEqual(r.status, 400, r)
+        free_before = shutil.disk_usage(self.srv.state).free
+        r = self.req("GET", "/v1/computers/%s/files?path=/tmp/sparse" % cid, timeout=120)
+        self.assert_error(r, 507, "insufficient_storage", "spool quota",
+                          "--spool-max-workspace-mb")
+        self.assertEqual(spool_blocks(self.srv.proc.pid), 0)
+        self.assertEqual(du_bytes(os.path.join(self.srv.state, "spool")), 0)
+        self.assertGreater(shutil.disk_usage(self.srv.state).free, free_before - 256 * MIB)
+        # A file within the quota still comes through whole.
+        self.bash(cid, "head -c 3000000 /dev/urandom > /tmp/ok && md5sum /tmp/ok > /tmp/ok.md5")
+        r = self.req("GET", "/v1/computers/%s/files?path=/tmp/ok" % cid)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(len(r.body), 3000000)
+
+    def test_session_fifo_does_not_hold_a_thread(self):
+        cid = self.sandbox(self.key_bad, session="pipes")
+        self.bash(cid, "mkfifo /session/output/fifo && mknod /session/output/null c 1 3 "
+                       "2>/dev/null; ln -s /etc/passwd /session/output/link; ls -l /session/output")
+        for path in ("output/fifo", "output/link"):
+            r = self.req("GET", "/v1/sessions/pipes/files?path=" + path, timeout=30)
+            self.assert_error(r, 400, "invalid_parameter", "not a regular file")
+            r = self.req("PUT", "/v1/sessions/pipes/files?path=" + path, b"x", timeout=30)
+            self.assert_error(r, 400, "invalid_parameter", "not a regular file")
+        # The session still works.
+        self.assertEqual(self.req("PUT", "/v1/sessions/pipes/files?path=input/a", b"abc").status,
+                         200)
+        self.assertEqual(self.req("GET", "/v1/sessions/pipes/files?path=input/a").body, b"abc")
+
+    # ---- spool floods ---------------------------------------------------------
+
+    def _put_headers(self, path, length, key):
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=60)
+        conn.putrequest("PUT", path)
+        conn.putheader("Authorization", "Bearer " + key)
+        if length is not None:
+            conn.putheader("Content-Length", str(length))
+        else:
+            conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders()
+        return conn
+
+    def _response(self, conn):
+        r = conn.getresponse()
+        body = r.read()
+        conn.close()
+        return r.status, json.loads(body) if body else None
+
+    def test_upload_floods_stop_at_the_spool_quota(self):
+        ws, key = self.srv.workspace("uploader")
+        cid = self.sandbox(key)
+        path = "/v1/computers/%s/files?path=/tmp/up" % cid
+        free_before = shutil.disk_usage(self.srv.state).free
+        # One upload over the quota: refused before a byte is stored.
+        status, j = self._response(self._put_headers(path, 1 << 40, key))
+        self.assertEqual(status, 507, j)
+        self.assertEqual(j["error"]["code"], "insufficient_storage")
+        self.assertIn("spool quota", j["error"]["message"])
+        # A length is required (a chunked body has none to reserve).
+        status, j = self._response(self._put_headers(path, None, key))
+        self.assertEqual(status, 400, j)
+        self.assertIn("Content-Length", j["error"]["message"])
+        # Two within the quota each, over it together: the second waits for nothing.
+        first = self._put_headers(path, 40 * MIB, key)
+        first.send(bytes(MIB))
+        status, j = self._response(self._put_headers("/v1/sessions/s/files?path=input/x",
+                                                     40 * MIB, key))
+        self.assertEqual(status, 507, j)
+        self.assertIn("quota of %d MiB" % SPOOL_WS_MIB, j["error"]["message"])
+        # Another workspace is not charged for it, up to the server's quota.
+        status, j = self._response(self._put_headers("/v1/sessions/s/files?path=input/x",
+                                                     60 * MIB, self.key_good))
+        self.assertEqual(status, 507, j)
+        self.assertIn("server's spool quota", j["error"]["message"])
+        for _ in range(39):
+            first.send(bytes(MIB))
+        status, j = self._response(first)
+        self.assertEqual(status, 200, j)
+        self.assertEqual(j["size"], 40 * MIB)
+        # Released: the next one fits again.
+        r = self.req("PUT", "/v1/sessions/s/files?path=input/y", bytes(MIB), key=key)
+        self.assertEqual(r.status, 200, r)
+        self.assertGreater(shutil.disk_usage(self.srv.state).free, free_before - 256 * MIB)
+
+    # ---- stopped computers -------------------------------------------------------
+
+    def test_stopped_flood(self):
+        srv = self.srv
+        ws = srv.ok("POST", "/v1/workspaces", {"name": "hoarder", "max_stopped": 2},
+                    status=201)
+        self.assertEqual(ws["max_stopped"], 2)
+        key = srv.ok("POST", "/v1/workspaces/%s/keys" % ws["id"], status=201)["key"]
+        ids = [self.sandbox(key) for _ in range(3)]
+        for cid in ids[:2]:
+            self.assertEqual(self.req("POST", "/v1/computers/%s/stop" % cid, key=key).status,
+                             200)
+        r = self.req("POST", "/v1/computers/%s/stop" % ids[2], key=key)
+        self.assert_error(r, 429, "limit_reached", "max_stopped 2", "stopped computers")
+        self.assertEqual(srv.ok("GET", "/v1/computers/" + ids[2], key=key)["state"], "running")
+        # The server's default for a workspace that sets none.
+        _, key2 = srv.workspace("hoarder2")
+        ids2 = [self.sandbox(key2) for _ in range(MAX_STOPPED + 1)]
+        for cid in ids2[:MAX_STOPPED]:
+            self.assertEqual(self.req("POST", "/v1/computers/%s/stop" % cid, key=key2).status,
+                             200)
+        r = self.req("POST", "/v1/computers/%s/stop" % ids2[-1], key=key2)
+        self.assert_error(r, 429, "limit_reached", "max_stopped %d" % MAX_STOPPED)
+        # Deleting a stopped one makes room.
+        srv.ok("DELETE", "/v1/computers/" + ids2[0], key=key2)
+        self.assertEqual(self.req("POST", "/v1/computers/%s/stop" % ids2[-1], key=key2).status,
+                         200)
+
+
+if __name__ == "__main__":
+    unittest.main()
