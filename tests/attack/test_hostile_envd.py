@@ -33,6 +33,7 @@ ENVD_TIMEOUT_S = 8      # --envd-timeout
 SPOOL_WS_MIB = 64       # --spool-max-workspace-mb
 SPOOL_MIB = 96          # --spool-max-mb
 MAX_STOPPED = 3         # --max-stopped-per-workspace
+SESSION_MIB = 32        # --session-quota-mb
 # What a hostile answer sends ("gigabytes"); HOSTILE_GIB=4 for more.
 HOSTILE_BYTES = int(float(os.environ.get("HOSTILE_GIB", "1")) * (1 << 30))
 # The stated bound: cubicled's RSS grows by at most this much while four
@@ -41,7 +42,8 @@ RSS_BOUND_KB = 96 * 1024
 
 ARGS = ["--max-envd-answer-mb", str(ANSWER_CAP_MIB), "--envd-timeout", str(ENVD_TIMEOUT_S),
         "--spool-max-workspace-mb", str(SPOOL_WS_MIB), "--spool-max-mb", str(SPOOL_MIB),
-        "--spool-min-free-mb", "64", "--max-stopped-per-workspace", str(MAX_STOPPED)]
+        "--spool-min-free-mb", "64", "--max-stopped-per-workspace", str(MAX_STOPPED),
+        "--session-quota-mb", str(SESSION_MIB)]
 
 
 class HostileEnvd:
@@ -415,6 +417,43 @@ class HostileEnvdTest(unittest.TestCase):
         r = self.req("PUT", "/v1/sessions/s/files?path=input/y", bytes(MIB), key=key)
         self.assertEqual(r.status, 200, r)
         self.assertGreater(shutil.disk_usage(self.srv.state).free, free_before - 256 * MIB)
+
+    # ---- session floods -----------------------------------------------------------
+
+    def test_session_floods_stop_at_the_session_quota(self):
+        ws, key = self.srv.workspace("sessions")
+        wsdir = os.path.join(self.srv.state, "sessions", ws)
+        image = wsdir + ".ext4"
+        cid = self.sandbox(key, session="flood")
+        self.assertTrue(os.path.ismount(wsdir), wsdir)
+        free_before = shutil.disk_usage(self.srv.state).free
+        # The computer writes into its mounted session past the quota.
+        out = self.bash(cid, "dd if=/dev/zero of=/session/working/big bs=1M count=%d 2>&1; "
+                             "sync; df -m /session | tail -1" % (4 * SESSION_MIB), key=key)
+        self.assertIn("No space left on device", out["stdout"])
+        # The host holds at most the quota for it.
+        self.assertLessEqual(os.stat(image).st_blocks * 512, (SESSION_MIB + 8) * MIB)
+        self.assertGreater(shutil.disk_usage(self.srv.state).free, free_before - 256 * MIB)
+        # An upload into the full session: 507 naming the quota, nothing left behind.
+        r = self.req("PUT", "/v1/sessions/flood/files?path=input/more", bytes(4 * MIB),
+                     key=key)
+        self.assert_error(r, 507, "insufficient_storage", "session storage is full",
+                          "%d MiB" % SESSION_MIB, "--session-quota-mb")
+        # Another session of the same workspace shares the quota.
+        r = self.req("PUT", "/v1/sessions/other/files?path=input/more", bytes(4 * MIB),
+                     key=key)
+        self.assertEqual(r.status, 507, r)
+        # Another workspace's sessions are not touched.
+        r = self.req("PUT", "/v1/sessions/mine/files?path=input/x", bytes(4 * MIB),
+                     key=self.key_good)
+        self.assertEqual(r.status, 200, r)
+        # Room again once the computer deletes its file.
+        self.bash(cid, "rm /session/working/big", key=key)
+        r = self.req("PUT", "/v1/sessions/flood/files?path=input/more", bytes(4 * MIB),
+                     key=key)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.bash(cid, "stat -c %s /session/input/more", key=key)["stdout"],
+                         "%d\n" % (4 * MIB))
 
     # ---- stopped computers -------------------------------------------------------
 
