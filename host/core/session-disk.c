@@ -212,16 +212,14 @@ out:
 
 int core_session_disk(struct core *c, const char *ws, const char *wsdir, struct err *e)
 {
+	if (mkdir(wsdir, 0711) < 0 && errno != EEXIST)
+		return err_set(e, ERR_INTERNAL, "cannot create %s: %s", wsdir, strerror(errno));
 	if (!c->cfg.session_quota)
 		return 0;
 	pthread_mutex_lock(&session_disk_lock);
 	int rc = 0;
 	char image[700], why[200] = "";
 	snprintf(image, sizeof image, "%s/sessions/%s.ext4", c->cfg.state_dir, ws);
-	if (mkdir(wsdir, 0711) < 0 && errno != EEXIST) {
-		rc = err_set(e, ERR_INTERNAL, "cannot create %s: %s", wsdir, strerror(errno));
-		goto out;
-	}
 	if (session_is_mount(wsdir))
 		goto out;
 	struct stat st;
