@@ -62,6 +62,7 @@ static void main_usage(FILE *to)
 	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
 	      "                            besides cubicled's own (default none)\n"
 	      "  --max-envd-answer-mb N    an envd answer kept in memory (default 64)\n"
+	      "  --max-envd-answers-mb N   all envd answers being received at once (default 512)\n"
 	      "  --envd-timeout S          an action's deadline in envd (default 120)\n"
 	      "  --spool-max-workspace-mb N  spooled file transfers per workspace (default 4096)\n"
 	      "  --spool-max-mb N          spooled file transfers in all (default 16384)\n"
@@ -200,6 +201,7 @@ int main(int argc, char **argv)
 	    {"spool-min-free-mb", required_argument, NULL, 0x104},
 	    {"max-stopped-per-workspace", required_argument, NULL, 0x105},
 	    {"session-quota-mb", required_argument, NULL, 0x106},
+	    {"max-envd-answers-mb", required_argument, NULL, 0x107},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -293,6 +295,10 @@ int main(int argc, char **argv)
 			session_quota_set = true;
 			break;
 		}
+		case 0x107:
+			envd_limits.max_answers =
+			    (size_t)main_number(optarg, "--max-envd-answers-mb", 1, 1 << 20) << 20;
+			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
 			return 0;

@@ -86,6 +86,7 @@ struct httpc_xfer {
 	size_t header_bytes;   /* all header lines so far */
 	uint64_t out_written;  /* bytes written to out_fd */
 	uint64_t out_reserved; /* bytes out_reserve allowed */
+	uint64_t mem_reserved; /* bytes mem_reserve allowed */
 	bool over;	       /* a limit stopped the transfer: e_over says which */
 	struct err e_over;
 };
@@ -120,15 +121,26 @@ static int httpc_reserve(struct httpc_xfer *x, uint64_t upto)
 }
 
 /* Appends to the body, growing it by doubling but never past limit + 1
- * bytes (limit 0 = none). */
-static int httpc_append(struct httpc_reply *r, size_t *cap, size_t limit, const char *p, size_t len)
+ * bytes (limit 0 = none), within the memory budget (mem_reserve). */
+static int httpc_append(struct httpc_xfer *x, size_t limit, const char *p, size_t len)
 {
+	struct httpc_reply *r = x->r;
+	size_t *cap = &x->cap;
 	if (r->body_len + len + 1 > *cap) {
 		size_t n = *cap ? *cap : 4096;
 		while (n < r->body_len + len + 1)
 			n *= 2;
 		if (limit && n > limit + 1)
 			n = limit + 1;
+		if (x->q->mem_reserve) {
+			struct err e = {0};
+			if (x->q->mem_reserve(n - *cap, &e) < 0) {
+				x->over = true;
+				x->e_over = e;
+				return -1;
+			}
+			x->mem_reserved += n - *cap;
+		}
 		char *nb = realloc(r->body, n);
 		if (!nb)
 			return -1;
@@ -174,7 +186,7 @@ static size_t httpc_on_body(char *p, size_t size, size_t n, void *u)
 		return httpc_stop(x, ERR_BAD_GATEWAY,
 				  "the answer's body is over the %zu-byte limit (%zu MiB)",
 				  x->q->max_body, x->q->max_body >> 20);
-	return httpc_append(x->r, &x->cap, x->q->max_body, p, len) < 0 ? 0 : len;
+	return httpc_append(x, x->q->max_body, p, len) < 0 ? 0 : len;
 }
 
 static size_t httpc_on_header(char *p, size_t size, size_t n, void *u)
@@ -321,6 +333,8 @@ int httpc_perform(const struct httpc_request *q, struct httpc_reply *r, struct e
 		curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
 	}
 	CURLcode rc = curl_easy_perform(h);
+	if (q->mem_release && x.mem_reserved)
+		q->mem_release(x.mem_reserved);
 	long status = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	curl_slist_free_all(hdrs);

@@ -53,6 +53,13 @@ struct httpc_request {
 	 * fails with that error. NULL = no limit. */
 	int (*out_reserve)(void *arg, uint64_t more, struct err *e);
 	void *out_reserve_arg;
+	/* Memory mode: asked before the body's buffer grows by `more` bytes,
+	 * so that many transfers together stay under a budget; returns 0, or
+	 * -1 with e filled to stop the transfer. Everything it allowed is
+	 * given back at the end of httpc_perform with mem_release. NULL = no
+	 * budget. */
+	int (*mem_reserve)(uint64_t more, struct err *e);
+	void (*mem_release)(uint64_t bytes);
 	struct httpc_share *share;
 	/* Called during the transfer (and at least once a second while
 	 * waiting): totals are 0 when unknown. */

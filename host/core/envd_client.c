@@ -18,6 +18,7 @@ static pthread_once_t envd_once = PTHREAD_ONCE_INIT;
 
 static struct envd_limits envd_limits = {
     .max_answer = 64u << 20,
+    .max_answers = 512u << 20,
     .max_headers = 64u << 10,
     .action_s = 120,
     .file_s = 3600,
@@ -29,6 +30,8 @@ void envd_set_limits(const struct envd_limits *l)
 {
 	if (l->max_answer)
 		envd_limits.max_answer = l->max_answer;
+	if (l->max_answers)
+		envd_limits.max_answers = l->max_answers;
 	if (l->max_headers)
 		envd_limits.max_headers = l->max_headers;
 	if (l->action_s > 0)
@@ -56,6 +59,36 @@ void envd_reply_free(struct envd_reply *r)
 	httpc_reply_free(r);
 }
 
+/* Bytes of envd answers held in memory by transfers in progress, all
+ * computers together: one computer's many calls cannot take the host's
+ * memory even when each stays under max_answer. */
+static pthread_mutex_t envd_mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t envd_mem_used;
+
+static int envd_mem_reserve(uint64_t more, struct err *e)
+{
+	pthread_mutex_lock(&envd_mem_lock);
+	bool ok = envd_mem_used + more <= envd_limits.max_answers;
+	if (ok)
+		envd_mem_used += more;
+	uint64_t used = envd_mem_used;
+	pthread_mutex_unlock(&envd_mem_lock);
+	if (!ok)
+		return err_set(
+		    e, ERR_UNAVAILABLE,
+		    "cubicled holds %llu MiB of agents' answers being received, its limit "
+		    "(cubicled --max-envd-answers-mb); try again",
+		    (unsigned long long)(used >> 20));
+	return 0;
+}
+
+static void envd_mem_release(uint64_t bytes)
+{
+	pthread_mutex_lock(&envd_mem_lock);
+	envd_mem_used = envd_mem_used > bytes ? envd_mem_used - bytes : 0;
+	pthread_mutex_unlock(&envd_mem_lock);
+}
+
 /* Fills q's transport and auth for url_path (starting with '/') on address. */
 static int envd_request(struct httpc_request *q, const char *address, const char *token,
 			const char *url_path, char *url, size_t url_len, struct err *e)
@@ -72,6 +105,8 @@ static int envd_request(struct httpc_request *q, const char *address, const char
 		return err_set(e, ERR_INTERNAL, "bad envd address '%s'", address);
 	}
 	q->url = url;
+	q->mem_reserve = envd_mem_reserve;
+	q->mem_release = envd_mem_release;
 	q->max_body = envd_limits.max_answer;
 	q->max_headers = envd_limits.max_headers;
 	return 0;
@@ -83,6 +118,10 @@ static int envd_perform(const struct httpc_request *q, struct envd_reply *r, str
 	if (httpc_perform(q, r, &te) == 0)
 		return 0;
 	httpc_reply_free(r);
+	if (strncmp(te.message, "cubicled holds", 14) == 0) { /* the memory budget */
+		*e = te;
+		return -1;
+	}
 	switch (te.code) {
 	case ERR_INTERNAL:
 		return err_set(e, ERR_INTERNAL, "cannot store what the computer sent: %s",

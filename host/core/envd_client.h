@@ -28,6 +28,7 @@ void envd_reply_free(struct envd_reply *r);
  */
 struct envd_limits {
 	size_t max_answer;   /* an answer's body kept in memory (JSON, a screenshot): 64 MiB */
+	size_t max_answers;  /* all answers being received at once, together: 512 MiB */
 	size_t max_headers;  /* all its header lines: 64 KiB */
 	long action_s;	     /* an action's deadline, when the action has none: 120 s */
 	long file_s;	     /* a file transfer's deadline: 3600 s */
