@@ -21,6 +21,9 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
+import subprocess
+import tempfile
 import threading
 import unittest
 
@@ -482,6 +485,84 @@ class HostileEnvdTest(unittest.TestCase):
         srv.ok("DELETE", "/v1/computers/" + ids2[0], key=key2)
         self.assertEqual(self.req("POST", "/v1/computers/%s/stop" % ids2[-1], key=key2).status,
                          200)
+
+
+class FullDiskTest(unittest.TestCase):
+    """The disk under the state directory fills (whatever filled it): the
+    ledger's writes answer 507 naming it, never 500; reads go on; nothing
+    is corrupted, and writes work again once there is room."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="cubicle-full-")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        img = os.path.join(self.tmp, "disk.img")
+        with open(img, "wb") as f:
+            f.truncate(96 * MIB)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", img], check=True)
+        self.state = os.path.join(self.tmp, "state")
+        os.mkdir(self.state)
+        subprocess.run(["mount", "-o", "loop", img, self.state], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", self.state], check=False)
+        self.srv = attack.Cubicled(["--session-quota-mb", "0"], state_dir=self.state).start()
+        self.addCleanup(self.srv.stop)
+
+    def fill(self, path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            free = shutil.disk_usage(self.state).free
+            os.posix_fallocate(fd, 0, max(free - 64 * 1024, 4096))
+            os.lseek(fd, 0, os.SEEK_END)
+            while True:
+                os.write(fd, bytes(4096))
+                os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def test_full_disk_degrades_clearly(self):
+        srv = self.srv
+        _, key = srv.workspace("before")
+        self.fill(os.path.join(self.state, "filler"))
+        statuses, last = [], None
+        for i in range(5000):
+            last = srv.req("POST", "/v1/workspaces", {"name": "w%d" % i})
+            statuses.append(last.status)
+            if last.status != 201:
+                break
+        self.assertNotIn(500, statuses)
+        self.assert_no_space(last)
+        # An upload needs the spool: 507 too, before a byte is stored.
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        conn.putrequest("PUT", "/v1/sessions/s/files?path=input/x")
+        conn.putheader("Authorization", "Bearer " + key)
+        conn.putheader("Content-Length", str(MIB))
+        conn.endheaders()
+        resp = conn.getresponse()
+        r = attack.harness.Response(resp.status, {}, resp.read())
+        conn.close()
+        self.assert_no_space(r)
+        print("full disk: %d workspaces created, then %d" % (len(statuses) - 1, statuses[-1]))
+        # Reads keep answering.
+        self.assertEqual(srv.req("GET", "/v1/usage", key=key).status, 200)
+        self.assertEqual(srv.req("GET", "/v1/workspaces").status, 200)
+        self.assertEqual(srv.req("GET", "/healthz", key=False).status, 200)
+        # Room again: writes work, and the database is whole.
+        os.unlink(os.path.join(self.state, "filler"))
+        srv.ok("POST", "/v1/workspaces", {"name": "after"}, status=201)
+        names = [w["name"] for w in srv.ok("GET", "/v1/workspaces")["workspaces"]]
+        self.assertIn("after", names)
+        self.assertIn("before", names)
+        db = sqlite3.connect(os.path.join(self.state, "cubicle.db"))
+        try:
+            self.assertEqual(db.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        finally:
+            db.close()
+
+    def assert_no_space(self, r):
+        self.assertEqual(r.status, 507, r)
+        self.assertEqual(r.json["error"]["code"], "insufficient_storage", r.json)
+        self.assertRegex(r.json["error"]["message"], "disk is (nearly )?full")
 
 
 if __name__ == "__main__":
