@@ -193,14 +193,13 @@ static size_t httpc_on_header(char *p, size_t size, size_t n, void *u)
 {
 	struct httpc_xfer *x = u;
 	size_t len = size * n;
+	/* Every header line counts, 1xx answers' included: a server that
+	 * sends endless interim answers runs into the limit too. */
 	x->header_bytes += len;
 	if (x->q->max_headers && x->header_bytes > x->q->max_headers)
 		return httpc_stop(x, ERR_BAD_GATEWAY,
 				  "the answer's headers are over the %zu-byte limit",
 				  x->q->max_headers);
-	/* A new status line (after a 100 Continue, a redirect): headers restart. */
-	if (len >= 5 && strncmp(p, "HTTP/", 5) == 0)
-		x->header_bytes = len;
 	/* The announced length of a body headed for out_fd: reserve it all at
 	 * once, so that a file over a quota fails before its first byte. */
 	if (x->q->out_fd >= 0 && x->q->out_reserve && len > 15 &&
@@ -363,7 +362,7 @@ int httpc_perform(const struct httpc_request *q, struct httpc_reply *r, struct e
 		code = ERR_TIMEOUT;
 	else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
 		 rc == CURLE_SEND_ERROR || rc == CURLE_GOT_NOTHING || rc == CURLE_URL_MALFORMAT ||
-		 rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_FAILED_INIT)
+		 rc == CURLE_FAILED_INIT)
 		code = ERR_UNAVAILABLE;
 	return err_set(e, code, "%s", detail[0] ? detail : curl_easy_strerror(rc));
 }
