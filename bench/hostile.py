@@ -45,7 +45,6 @@ def main():
     hostile_test.HOSTILE_BYTES = 4 << 30
     srv = Cubicled().start()
     hostile = None
-    sock = None
     try:
         _, key_bad = srv.workspace("attacker")
         _, key_good = srv.workspace("victim")
@@ -61,9 +60,7 @@ def main():
 
         idle = sample(pid, min(10.0, ATTACK_S), victim)
 
-        sock = os.path.join(srv.state, "computers", bad, "io", "envd.sock")
-        os.rename(sock, sock + ".real")
-        hostile = hostile_test.HostileEnvd(sock)
+        hostile = hostile_test.take_over(srv, bad, key_bad)
         stop = threading.Event()
         counts = {"502": 0, "504": 0, "other": 0}
 
@@ -103,9 +100,7 @@ def main():
               rows, ["", "idle", "under the hostile envd"])
     finally:
         if hostile:
-            hostile.close()
-            os.unlink(sock)
-            os.rename(sock + ".real", sock)
+            hostile_test.give_back(hostile)
         srv.stop()
 
 
