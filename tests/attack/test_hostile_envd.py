@@ -513,6 +513,49 @@ class HostileEnvdTest(unittest.TestCase):
                          200)
 
 
+class SessionDiskRestartTest(unittest.TestCase):
+    """A clean stop of cubicled detaches the session disk while a computer
+    still has its session mounted; the restarted cubicled must mount the
+    same filesystem again (the same loop device), never a second one on the
+    same image, which would corrupt it."""
+
+    def test_restart_mounts_the_same_filesystem(self):
+        srv = attack.Cubicled(["--session-quota-mb", "64"]).start()
+
+        def gone():  # after srv.stop: the mount and, with its last user, the loop device
+            wait_until(lambda: not loops(), timeout=10, what="the session disk's loop device to go")
+        self.addCleanup(gone)  # cleanups run last first: this one after the stop
+        self.addCleanup(lambda: srv.stop() if srv.proc.poll() is None else None)
+        ws, key = srv.workspace("restart")
+        cid = srv.computer(key, kind="sandbox", size="xs", isolation="container",
+                           session="s")["id"]
+        srv.act(cid, "bash", {"command": "echo one > /session/output/a"}, key=key)
+        image = os.path.join(srv.state, "sessions", ws + ".ext4")
+
+        def loops():
+            # -a, not -j: it also lists a device whose file is already deleted
+            out = subprocess.run(["losetup", "-a"], capture_output=True, text=True)
+            return [line.split(":")[0] for line in out.stdout.splitlines()
+                    if "(%s" % image in line]
+        before = loops()
+        self.assertEqual(len(before), 1, before)
+        srv.proc.send_signal(15)  # clean stop: the computer keeps running
+        srv.proc.wait()
+        srv.proc.stdout.close()
+        srv.log.close()
+        self.assertFalse(os.path.ismount(image[:-5]))
+        self.assertEqual(loops(), before)  # the computer's bind mount holds it
+        srv.restart()
+        srv.ok("PUT", "/v1/sessions/s/files?path=input/b", b"two", key=key)
+        self.assertTrue(os.path.ismount(image[:-5]))
+        self.assertEqual(loops(), before)
+        out = srv.act(cid, "bash", {"command": "cat /session/input/b /session/output/a; "
+                                               "echo three > /session/output/c"}, key=key)
+        self.assertEqual(out["stdout"], "twoone\n")
+        self.assertEqual(srv.req("GET", "/v1/sessions/s/files?path=output/c", key=key).body,
+                         b"three\n")
+
+
 class FullDiskTest(unittest.TestCase):
     """The disk under the state directory fills (whatever filled it): the
     ledger's writes answer 507 naming it, never 500; reads go on; nothing
