@@ -1179,8 +1179,8 @@ static void test_commit_stopped_limit(void **state)
 	assert_int_equal(e.code, ERR_NOT_FOUND);
 	json_t *list;
 	assert_int_equal(store_workspace_list(f->s, &list, &e), 0);
-	assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 0), "max_stopped")),
-			 7);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_array_get(list, 0), "max_stopped")), 7);
 	json_decref(list);
 	store_computer_clear(&a);
 	store_computer_clear(&b);
