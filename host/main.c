@@ -70,6 +70,15 @@ static void main_usage(FILE *to)
 	      "  --run-concurrency N       runs at once; more wait (default 32)\n"
 	      "  --run-pool N              sandboxes kept ready per language (default 4)\n"
 	      "  --run-uid UID             uid and gid the runs run as (default 65534)\n"
+	      "  --max-envd-answer-mb N    an envd answer kept in memory (default 64)\n"
+	      "  --max-envd-answers-mb N   all envd answers being received at once (default 512)\n"
+	      "  --envd-timeout S          an action's deadline in envd (default 120)\n"
+	      "  --spool-max-workspace-mb N  spooled file transfers per workspace (default 4096)\n"
+	      "  --spool-max-mb N          spooled file transfers in all (default 16384)\n"
+	      "  --spool-min-free-mb N     free disk the spool leaves (default 1024)\n"
+	      "  --max-stopped-per-workspace N  stopped computers per workspace (default 20)\n"
+	      "  --session-quota-mb N      a workspace's session storage (default 10240;\n"
+	      "                            0 = unlimited)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -178,6 +187,8 @@ int main(int argc, char **argv)
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct runner_config rc = {0};
+	struct envd_limits envd_limits = {0};
+	bool session_quota_set = false;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -209,6 +220,14 @@ int main(int argc, char **argv)
 	    {"run-concurrency", required_argument, NULL, 1006},
 	    {"run-pool", required_argument, NULL, 1007},
 	    {"run-uid", required_argument, NULL, 1008},
+	    {"max-envd-answer-mb", required_argument, NULL, 0x100},
+	    {"envd-timeout", required_argument, NULL, 0x101},
+	    {"spool-max-workspace-mb", required_argument, NULL, 0x102},
+	    {"spool-max-mb", required_argument, NULL, 0x103},
+	    {"spool-min-free-mb", required_argument, NULL, 0x104},
+	    {"max-stopped-per-workspace", required_argument, NULL, 0x105},
+	    {"session-quota-mb", required_argument, NULL, 0x106},
+	    {"max-envd-answers-mb", required_argument, NULL, 0x107},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -291,6 +310,49 @@ int main(int argc, char **argv)
 		case 1008:
 			rc.uid = rc.gid = (uid_t)main_number(optarg, "--run-uid", 1, 4294967294LL);
 			break;
+		case 0x100:
+			envd_limits.max_answer =
+			    (size_t)main_number(optarg, "--max-envd-answer-mb", 1, 4096) << 20;
+			break;
+		case 0x101:
+			envd_limits.action_s =
+			    (long)main_number(optarg, "--envd-timeout", 1, 86400);
+			break;
+		case 0x102:
+			cfg.spool_max_workspace =
+			    (uint64_t)main_number(optarg, "--spool-max-workspace-mb", 1, 1 << 30)
+			    << 20;
+			break;
+		case 0x103:
+			cfg.spool_max = (uint64_t)main_number(optarg, "--spool-max-mb", 1, 1 << 30)
+					<< 20;
+			break;
+		case 0x104:
+			cfg.spool_min_free =
+			    (uint64_t)main_number(optarg, "--spool-min-free-mb", 0, 1 << 30) << 20;
+			if (!cfg.spool_min_free)
+				cfg.spool_min_free = 1; /* 0 would mean the default */
+			break;
+		case 0x105:
+			cfg.default_max_stopped =
+			    (int)main_number(optarg, "--max-stopped-per-workspace", 1, 100000);
+			break;
+		case 0x106: {
+			long long mb = main_number(optarg, "--session-quota-mb", 0, 1 << 24);
+			if (mb > 0 && mb < 16) {
+				fprintf(stderr,
+					"cubicled: --session-quota-mb: at least 16 (an ext4 "
+					"filesystem needs it), or 0 for none\n");
+				return 2;
+			}
+			cfg.session_quota = (uint64_t)mb << 20;
+			session_quota_set = true;
+			break;
+		}
+		case 0x107:
+			envd_limits.max_answers =
+			    (size_t)main_number(optarg, "--max-envd-answers-mb", 1, 1 << 20) << 20;
+			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
 			return 0;
@@ -331,6 +393,8 @@ int main(int argc, char **argv)
 	if (!realpath(images_abs, images_real))
 		snprintf(images_real, sizeof images_real, "%s", images_abs);
 	cfg.state_dir = state_abs;
+	if (!session_quota_set)
+		cfg.session_quota = 10240ull << 20;
 	cfg.images_dir = images_real;
 	char *admin = main_admin_key(state_abs);
 	if (!admin)
@@ -343,6 +407,7 @@ int main(int argc, char **argv)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	struct err e = {0};
 	snprintf(db, sizeof db, "%s/cubicle.db", state_abs);
+	envd_set_limits(&envd_limits);
 	struct store *store = store_open(db, &e);
 	if (!store) {
 		fprintf(stderr, "cubicled: %s\n", e.message);

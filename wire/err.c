@@ -54,6 +54,8 @@ static const struct {
     [ERR_INTERNAL] = {500, "internal"},
     [ERR_UNAVAILABLE] = {503, "unavailable"},
     [ERR_TIMEOUT] = {504, "timeout"},
+    [ERR_BAD_GATEWAY] = {502, "bad_gateway"},
+    [ERR_NO_SPACE] = {507, "insufficient_storage"},
 };
 
 int err_http_status(enum err_code code)

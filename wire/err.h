@@ -24,6 +24,8 @@ enum err_code {
 	ERR_INTERNAL,	  /* 500 a bug or an unexpected system failure */
 	ERR_UNAVAILABLE,  /* 503 a dependency is down or busy */
 	ERR_TIMEOUT,	  /* 504 the operation ran past its deadline */
+	ERR_BAD_GATEWAY,  /* 502 a dependency answered wrong: malformed, too large */
+	ERR_NO_SPACE,	  /* 507 a storage quota is reached, or the disk is full */
 };
 
 struct err {

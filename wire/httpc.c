@@ -1,6 +1,7 @@
 #include "httpc.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,15 +82,65 @@ struct httpc_xfer {
 	struct httpc_reply *r;
 	CURL *h;
 	size_t cap;
-	int fd_error; /* out_fd or body_fd failed */
+	int fd_error;	       /* out_fd or body_fd failed */
+	size_t header_bytes;   /* all header lines so far */
+	uint64_t out_written;  /* bytes written to out_fd */
+	uint64_t out_reserved; /* bytes out_reserve allowed */
+	uint64_t mem_reserved; /* bytes mem_reserve allowed */
+	bool over;	       /* a limit stopped the transfer: e_over says which */
+	struct err e_over;
 };
 
-static int httpc_append(struct httpc_reply *r, size_t *cap, const char *p, size_t len)
+/* Stops the transfer for a limit (the write callbacks then return an error). */
+static size_t httpc_stop(struct httpc_xfer *x, enum err_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static size_t httpc_stop(struct httpc_xfer *x, enum err_code code, const char *fmt, ...)
 {
+	va_list ap;
+	va_start(ap, fmt);
+	x->over = true;
+	x->e_over.code = code;
+	vsnprintf(x->e_over.message, sizeof x->e_over.message, fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+/* Asks the caller for room for `more` bytes on out_fd beyond those allowed. */
+static int httpc_reserve(struct httpc_xfer *x, uint64_t upto)
+{
+	if (!x->q->out_reserve || upto <= x->out_reserved)
+		return 0;
+	struct err e = {0};
+	if (x->q->out_reserve(x->q->out_reserve_arg, upto - x->out_reserved, &e) < 0) {
+		x->over = true;
+		x->e_over = e;
+		return -1;
+	}
+	x->out_reserved = upto;
+	return 0;
+}
+
+/* Appends to the body, growing it by doubling but never past limit + 1
+ * bytes (limit 0 = none), within the memory budget (mem_reserve). */
+static int httpc_append(struct httpc_xfer *x, size_t limit, const char *p, size_t len)
+{
+	struct httpc_reply *r = x->r;
+	size_t *cap = &x->cap;
 	if (r->body_len + len + 1 > *cap) {
 		size_t n = *cap ? *cap : 4096;
 		while (n < r->body_len + len + 1)
 			n *= 2;
+		if (limit && n > limit + 1)
+			n = limit + 1;
+		if (x->q->mem_reserve) {
+			struct err e = {0};
+			if (x->q->mem_reserve(n - *cap, &e) < 0) {
+				x->over = true;
+				x->e_over = e;
+				return -1;
+			}
+			x->mem_reserved += n - *cap;
+		}
 		char *nb = realloc(r->body, n);
 		if (!nb)
 			return -1;
@@ -122,19 +173,49 @@ static size_t httpc_on_body(char *p, size_t size, size_t n, void *u)
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
 	bool to_fd = x->q->out_fd >= 0 && (x->q->out_fd_always || (status >= 200 && status < 300));
 	if (to_fd) {
+		if (httpc_reserve(x, x->out_written + len) < 0)
+			return 0;
 		if (httpc_write_all(x->q->out_fd, p, len) < 0) {
 			x->fd_error = 1;
 			return 0;
 		}
+		x->out_written += len;
 		return len;
 	}
-	return httpc_append(x->r, &x->cap, p, len) < 0 ? 0 : len;
+	if (x->q->max_body && x->r->body_len + len > x->q->max_body)
+		return httpc_stop(x, ERR_BAD_GATEWAY,
+				  "the answer's body is over the %zu-byte limit (%zu MiB)",
+				  x->q->max_body, x->q->max_body >> 20);
+	return httpc_append(x, x->q->max_body, p, len) < 0 ? 0 : len;
 }
 
 static size_t httpc_on_header(char *p, size_t size, size_t n, void *u)
 {
 	struct httpc_xfer *x = u;
 	size_t len = size * n;
+	/* Every header line counts, 1xx answers' included: a server that
+	 * sends endless interim answers runs into the limit too. */
+	x->header_bytes += len;
+	if (x->q->max_headers && x->header_bytes > x->q->max_headers)
+		return httpc_stop(x, ERR_BAD_GATEWAY,
+				  "the answer's headers are over the %zu-byte limit",
+				  x->q->max_headers);
+	/* The announced length of a body headed for out_fd: reserve it all at
+	 * once, so that a file over a quota fails before its first byte. */
+	if (x->q->out_fd >= 0 && x->q->out_reserve && len > 15 &&
+	    strncasecmp(p, "content-length:", 15) == 0) {
+		long status = 0;
+		curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+		if (x->q->out_fd_always || (status >= 200 && status < 300)) {
+			char num[32];
+			snprintf(num, sizeof num, "%.*s", (int)(len - 15 < 31 ? len - 15 : 31),
+				 p + 15);
+			char *end;
+			unsigned long long cl = strtoull(num, &end, 10);
+			if (end != num && httpc_reserve(x, cl) < 0)
+				return 0;
+		}
+	}
 	static const struct {
 		const char *name;
 		size_t off, cap;
@@ -193,6 +274,12 @@ static struct curl_slist *httpc_setup(CURL *h, const struct httpc_request *q)
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
 	if (q->timeout_ms > 0)
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, q->timeout_ms);
+	if (q->min_speed_bps > 0 && q->min_speed_s > 0) {
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, q->min_speed_bps);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, q->min_speed_s);
+	}
+	if (q->max_body && !(q->out_fd >= 0 && q->out_fd_always))
+		curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)q->max_body);
 	if (q->bearer) {
 		char auth[512];
 		snprintf(auth, sizeof auth, "Authorization: Bearer %s", q->bearer);
@@ -245,6 +332,8 @@ int httpc_perform(const struct httpc_request *q, struct httpc_reply *r, struct e
 		curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
 	}
 	CURLcode rc = curl_easy_perform(h);
+	if (q->mem_release && x.mem_reserved)
+		q->mem_release(x.mem_reserved);
 	long status = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	curl_slist_free_all(hdrs);
@@ -252,9 +341,28 @@ int httpc_perform(const struct httpc_request *q, struct httpc_reply *r, struct e
 	r->status = (int)status;
 	if (rc == CURLE_OK)
 		return 0;
+	if (x.over) {
+		if (e)
+			*e = x.e_over;
+		return -1;
+	}
+	if (rc == CURLE_FILESIZE_EXCEEDED)
+		return err_set(e, ERR_BAD_GATEWAY,
+			       "the answer's body is over the %zu-byte limit (%zu MiB)",
+			       q->max_body, q->max_body >> 20);
+	if (rc == CURLE_OPERATION_TIMEDOUT && q->min_speed_bps > 0 && strstr(detail, "too slow"))
+		return err_set(e, ERR_BAD_GATEWAY,
+			       "the answer came slower than %ld bytes/s for %ld s: %s",
+			       q->min_speed_bps, q->min_speed_s, detail);
 	if (x.fd_error)
 		return err_set(e, ERR_INTERNAL, "%s the local file failed",
 			       rc == CURLE_ABORTED_BY_CALLBACK ? "reading" : "writing");
-	return err_set(e, rc == CURLE_OPERATION_TIMEDOUT ? ERR_TIMEOUT : ERR_UNAVAILABLE, "%s",
-		       detail[0] ? detail : curl_easy_strerror(rc));
+	enum err_code code = ERR_BAD_GATEWAY; /* it answered, but not a whole HTTP answer */
+	if (rc == CURLE_OPERATION_TIMEDOUT)
+		code = ERR_TIMEOUT;
+	else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+		 rc == CURLE_SEND_ERROR || rc == CURLE_GOT_NOTHING || rc == CURLE_URL_MALFORMAT ||
+		 rc == CURLE_FAILED_INIT)
+		code = ERR_UNAVAILABLE;
+	return err_set(e, code, "%s", detail[0] ? detail : curl_easy_strerror(rc));
 }

@@ -39,6 +39,27 @@ struct httpc_request {
 	int out_fd;
 	bool out_fd_always;
 	long timeout_ms; /* the whole request; 0 = no limit */
+	/* Limits on what the server sends (0 = none). Past one the transfer is
+	 * aborted, its connection closed (never reused), and httpc_perform is
+	 * -1 with ERR_BAD_GATEWAY naming the limit. */
+	size_t max_body;    /* bytes of a body kept in memory */
+	size_t max_headers; /* bytes of all header lines together */
+	long min_speed_bps; /* abort when slower than this ... */
+	long min_speed_s;   /* ... for this many seconds in a row */
+	/* out_fd mode: asked before bytes are written to out_fd, with how many
+	 * more are about to be (first with the announced Content-Length, when
+	 * there is one, so a huge file fails before its first byte). Returns 0
+	 * to go on, or -1 with e filled: the transfer stops and httpc_perform
+	 * fails with that error. NULL = no limit. */
+	int (*out_reserve)(void *arg, uint64_t more, struct err *e);
+	void *out_reserve_arg;
+	/* Memory mode: asked before the body's buffer grows by `more` bytes,
+	 * so that many transfers together stay under a budget; returns 0, or
+	 * -1 with e filled to stop the transfer. Everything it allowed is
+	 * given back at the end of httpc_perform with mem_release. NULL = no
+	 * budget. */
+	int (*mem_reserve)(uint64_t more, struct err *e);
+	void (*mem_release)(uint64_t bytes);
 	struct httpc_share *share;
 	/* Called during the transfer (and at least once a second while
 	 * waiting): totals are 0 when unknown. */
@@ -65,8 +86,11 @@ struct httpc_reply {
  * Performs q. Any HTTP answer, error statuses included, is 0 with r filled
  * (free it with httpc_reply_free). A transport failure is -1: ERR_TIMEOUT
  * when q->timeout_ms ran out, ERR_UNAVAILABLE when the server could not be
- * reached or the connection broke, ERR_INTERNAL when out_fd or body_fd
- * failed; the message is libcurl's (callers say who did not answer).
+ * reached, ERR_BAD_GATEWAY when it answered something that is not HTTP,
+ * broke off its answer, or passed one of q's limits (the message names
+ * it), ERR_INTERNAL when out_fd or body_fd failed, out_reserve's error
+ * when it refused; the message is libcurl's or the limit's (callers say
+ * who did not answer).
  */
 int httpc_perform(const struct httpc_request *q, struct httpc_reply *r, struct err *e);
 

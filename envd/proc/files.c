@@ -448,12 +448,29 @@ int files_open_as(const struct run_as *as, const char *path, int flags, mode_t m
 	}
 	if (!(flags & O_NONBLOCK))
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	/* A read is of a regular file only: a FIFO, a character device
+	 * (/dev/zero, a tty) or a socket would hold the reader forever or
+	 * never end. Checked on the opened descriptor, so no rename in between
+	 * can swap the file. */
 	struct stat st;
-	if ((flags & O_ACCMODE) == O_RDONLY && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-		close(fd);
-		err_param(e, "path", "path: '%.300s' is a directory, not a file", abs);
-		free(abs);
-		return -1;
+	if ((flags & O_ACCMODE) == O_RDONLY) {
+		const char *bad = NULL;
+		if (fstat(fd, &st) < 0)
+			bad = "cannot be examined";
+		else if (S_ISDIR(st.st_mode))
+			bad = "is a directory, not a file";
+		else if (!S_ISREG(st.st_mode))
+			bad = S_ISFIFO(st.st_mode)   ? "is a FIFO, not a regular file"
+			      : S_ISCHR(st.st_mode)  ? "is a character device, not a regular file"
+			      : S_ISBLK(st.st_mode)  ? "is a block device, not a regular file"
+			      : S_ISSOCK(st.st_mode) ? "is a socket, not a regular file"
+						     : "is not a regular file";
+		if (bad) {
+			close(fd);
+			err_param(e, "path", "path: '%.300s' %s", abs, bad);
+			free(abs);
+			return -1;
+		}
 	}
 	free(abs);
 	return fd;

@@ -35,7 +35,10 @@ char *files_resolve(const struct run_as *as, const char *path, struct err *e);
 
 /*
  * open(2) with the client's identity, for streaming. For O_WRONLY|O_CREAT
- * it creates missing parent directories. Returns an fd or -1 with e filled.
+ * it creates missing parent directories. Opening never blocks (O_NONBLOCK,
+ * cleared afterwards unless asked for); a read (O_RDONLY) opens only a
+ * regular file: a directory, FIFO, device or socket is ERR_INVALID (param
+ * "path") naming what it is. Returns an fd or -1 with e filled.
  */
 int files_open_as(const struct run_as *as, const char *path, int flags, mode_t mode, struct err *e);
 

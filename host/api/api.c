@@ -46,6 +46,11 @@ struct api_caller {
 	char sub[64]; /* the action name, or stop/start */
 	int spool_fd;
 	char spool_path[600];
+	/* Spool bytes reserved for this request's transfer, released when the
+	 * request is done (its spool file closed). */
+	struct core *core;
+	char spool_ws[40];
+	uint64_t spooled;
 };
 
 static void api_caller_free(void *p)
@@ -172,9 +177,9 @@ static void api_workspaces(void *ctx, struct httpd_request *req, struct httpd_re
 		httpd_respond_err(resp, &e);
 		return;
 	}
-	static const char *const known[] = {"name", "max_running", NULL};
+	static const char *const known[] = {"name", "max_running", "max_stopped", NULL};
 	const char *name = NULL;
-	long long max_running = 0;
+	long long max_running = 0, max_stopped = 0;
 	struct store_workspace w;
 	int rc = params_check_known(body, known, &e);
 	if (rc == 0)
@@ -182,10 +187,15 @@ static void api_workspaces(void *ctx, struct httpd_request *req, struct httpd_re
 	if (rc == 0)
 		rc = param_int(body, "max_running", 0, 100000, &max_running, &e) < 0 ? -1 : 0;
 	if (rc == 0)
+		rc = param_int(body, "max_stopped", 0, 100000, &max_stopped, &e) < 0 ? -1 : 0;
+	if (rc == 0)
 		rc = store_workspace_create(a->store, name, (int)max_running, &w, &e);
+	if (rc == 0 && max_stopped > 0 &&
+	    (rc = store_workspace_set_max_stopped(a->store, w.id, (int)max_stopped, &e)) == 0)
+		w.max_stopped = (int)max_stopped;
 	api_answer(resp, rc, 201,
-		   rc == 0 ? json_pack("{s:s, s:s, s:i}", "id", w.id, "name", w.name, "max_running",
-				       w.max_running)
+		   rc == 0 ? json_pack("{s:s, s:s, s:i, s:i}", "id", w.id, "name", w.name,
+				       "max_running", w.max_running, "max_stopped", w.max_stopped)
 			   : NULL,
 		   &e);
 	json_decref(body);
@@ -473,7 +483,8 @@ static void api_files(void *ctx, struct httpd_request *req, struct httpd_respons
 		}
 		int fd = api_tmpfile(a, &e);
 		struct envd_reply r;
-		if (fd < 0 || core_file_get(a->core, c->id, ws, path, fd, &r, &e) < 0) {
+		if (fd < 0 || core_file_get(a->core, c->id, ws, path, fd, c->spool_ws, &c->spooled,
+					    &r, &e) < 0) {
 			if (fd >= 0)
 				close(fd);
 			httpd_respond_err(resp, &e);
@@ -671,9 +682,18 @@ static int api_segments(const char *path, char segs[][64], int n)
 	return *p ? -1 : k;
 }
 
-static int api_route_files_put(struct api *a, struct httpd_route *route, struct api_caller *c,
-			       struct err *e)
+static int api_route_files_put(struct api *a, struct httpd_request *req, struct httpd_route *route,
+			       struct api_caller *c, struct err *e)
 {
+	/* The body is spooled to disk: its length is reserved against the
+	 * spool quotas before a byte of it is read. */
+	if (req->content_length < 0)
+		return err_set(e, ERR_BAD_REQUEST,
+			       "a file upload needs a Content-Length (no chunked uploads)");
+	snprintf(c->spool_ws, sizeof c->spool_ws, "%s", c->ws);
+	if (core_spool_reserve(a->core, c->spool_ws, (uint64_t)req->content_length, e) < 0)
+		return -1;
+	c->spooled = (uint64_t)req->content_length;
 	snprintf(c->spool_path, sizeof c->spool_path, "%s/upload-XXXXXX", a->spool_dir);
 	c->spool_fd = mkostemp(c->spool_path, O_CLOEXEC);
 	if (c->spool_fd < 0)
@@ -690,6 +710,8 @@ static void api_caller_close(void *p)
 	struct api_caller *c = p;
 	if (c->spool_fd >= 0)
 		close(c->spool_fd);
+	if (c->spooled)
+		core_spool_release(c->core, c->spool_ws, c->spooled);
 	api_caller_free(c);
 }
 
@@ -730,6 +752,7 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 	if (!c)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	c->spool_fd = -1;
+	c->core = a->core;
 	route->user = c;
 	route->user_free = api_caller_close;
 	if (api_auth(a, req, c, e) < 0)
@@ -834,7 +857,7 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 			if (m == HTTPD_GET)
 				return 0;
 			if (m == HTTPD_PUT)
-				return api_route_files_put(a, route, c, e);
+				return api_route_files_put(a, req, route, c, e);
 			return err_set(e, ERR_BAD_REQUEST, "files answer GET and PUT");
 		}
 		goto not_found;
@@ -847,7 +870,7 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 		if (m == HTTPD_GET)
 			return 0;
 		if (m == HTTPD_PUT)
-			return api_route_files_put(a, route, c, e);
+			return api_route_files_put(a, req, route, c, e);
 		return err_set(e, ERR_BAD_REQUEST, "files answer GET and PUT");
 	}
 not_found:

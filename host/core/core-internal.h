@@ -49,6 +49,14 @@ struct core {
 
 	char pool_ws[40]; /* the warm pool's own workspace, "" without a pool */
 
+	/* Spooled bytes per workspace ("" = the admin), under lock. */
+	struct core_spool {
+		struct core_spool *next;
+		char ws[40];
+		uint64_t used;
+	} * spools;
+	uint64_t spool_used;
+
 	/* Closes a computer's live streams when it stops or goes away (api). */
 	void (*close_streams)(void *ctx, const char *id);
 	void *close_streams_ctx;
@@ -65,6 +73,8 @@ void pool_drain(struct core *c);
 
 /* How many computers workspace ws may run at once (its own limit, else the server's). */
 int core_limit(struct core *c, const char *ws);
+/* How many stopped computers workspace ws may keep (its own limit, else the server's). */
+int core_stopped_limit(struct core *c, const char *ws);
 
 /* The computer's public JSON. */
 json_t *core_json_public(const struct store_computer *sc);
@@ -86,8 +96,19 @@ struct core_rt *core_rt_find(struct core *c, const char *id);
 int core_rt_running(struct core *c, const char *id, const char *ws, char *address, size_t alen,
 		    char *token, size_t tlen, char *kind, size_t klen, struct err *e);
 
+/* session-disk.c: makes sure wsdir (sessions/<ws>) is workspace ws's session
+ * disk, mounted (or leaves it a plain directory when the host cannot, and
+ * says why in the log once). */
+int core_session_disk(struct core *c, const char *ws, const char *wsdir, struct err *e);
+/* Detaches every session disk's mount (a clean stop). */
+void core_session_disks_release(struct core *c);
+/* A deleted workspace's session disk: unmounted (detached: a computer still
+ * holding it keeps it until it ends) and its image removed. ws is an
+ * identifier (checked by the caller). */
+void core_session_disk_remove(struct core *c, const char *ws);
+
 /*
- * The host directory of session `session` of workspace ws, created with
+ * The host directory of session `session` of workspace ws, on its session disk, created with
  * input/, output/ and working/. ERR_INVALID (param "session") for a name
  * outside [A-Za-z0-9_-]{1,64}. e may be NULL.
  */

@@ -310,9 +310,15 @@ static void *core_job_main(void *arg)
 		if (store_computer_get(c->store, j->id, NULL, &sc, NULL) == 0) {
 			if (j->kind == JOB_BOOT && strcmp(sc.state, "provisioning") == 0)
 				core_boot(c, &sc, true, NULL);
-			else if (j->kind == JOB_STOP && strcmp(sc.state, "running") == 0)
-				core_do_stop(c, &sc, NULL);
-			else if (j->kind == JOB_DELETE && strcmp(sc.state, "deleted") != 0)
+			else if (j->kind == JOB_STOP && strcmp(sc.state, "running") == 0) {
+				/* Past the workspace's stopped limit an idle desktop
+				 * stays running (max_running still bounds it); the
+				 * ticker tries again after another idle timeout. */
+				struct err se = {0};
+				if (core_do_stop(c, &sc, &se) < 0)
+					fprintf(stderr, "cubicled: %s idle: not stopped: %s\n",
+						j->id, se.message);
+			} else if (j->kind == JOB_DELETE && strcmp(sc.state, "deleted") != 0)
 				core_do_delete(c, &sc, NULL);
 			else if (j->kind == JOB_DEAD && strcmp(sc.state, "running") == 0)
 				core_do_dead(c, &sc);
@@ -361,8 +367,14 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
-	/* Billing at the running rate ends when the stop is decided. */
-	if (core_set_state_billed(c, sc, "stopping", NULL, "stopped", core_now_ms(), e) < 0)
+	/* Billing at the running rate ends when the stop is decided; the
+	 * workspace's stopped-computer limit is checked in the same
+	 * transaction, so concurrent stops never pass it together. */
+	struct store_commit how = {.bill = true,
+				   .rate_state = "stopped",
+				   .at_ms = core_now_ms(),
+				   .stopped_limit = core_stopped_limit(c, sc->workspace)};
+	if (core_commit(c, sc, "stopping", NULL, &how, e) < 0)
 		return -1;
 	struct err de = {0};
 	if (core_ops(sc)->stop(&dc, &de) < 0) {
@@ -492,6 +504,14 @@ int core_limit(struct core *c, const char *ws)
 	if (store_workspace_get(c->store, ws, &w, NULL) == 0 && w.max_running > 0)
 		return w.max_running;
 	return c->cfg.default_max_running;
+}
+
+int core_stopped_limit(struct core *c, const char *ws)
+{
+	struct store_workspace w;
+	if (store_workspace_get(c->store, ws, &w, NULL) == 0 && w.max_stopped > 0)
+		return w.max_stopped;
+	return c->cfg.default_max_stopped;
 }
 
 int core_create(struct core *c, const char *ws, const json_t *params, json_t **out, struct err *e)
@@ -773,6 +793,8 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 	 * gone): never following a symlink or crossing a mount. */
 	char dir[600];
 	struct stat st;
+	if (ident_ok(ws, 63))
+		core_session_disk_remove(c, ws);
 	if (ident_ok(ws, 63) &&
 	    snprintf(dir, sizeof dir, "%s/sessions/%s", c->cfg.state_dir, ws) < (int)sizeof dir &&
 	    lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
@@ -1030,6 +1052,14 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 		c->cfg.default_idle_s = 600;
 	if (c->cfg.default_max_running <= 0)
 		c->cfg.default_max_running = 10;
+	if (c->cfg.default_max_stopped <= 0)
+		c->cfg.default_max_stopped = 20;
+	if (!c->cfg.spool_max_workspace)
+		c->cfg.spool_max_workspace = 4ull << 30;
+	if (!c->cfg.spool_max)
+		c->cfg.spool_max = 16ull << 30;
+	if (!c->cfg.spool_min_free)
+		c->cfg.spool_min_free = 1ull << 30;
 	c->store = store;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
@@ -1082,6 +1112,7 @@ void core_close(struct core *c)
 		return;
 	if (core_quiesce(c) < 0)
 		return; /* operations still use c: the process is exiting anyway */
+	core_session_disks_release(c);
 	close(c->wake[0]);
 	close(c->wake[1]);
 	while (c->rts) {
@@ -1089,6 +1120,11 @@ void core_close(struct core *c)
 		c->rts = r->next;
 		pthread_mutex_destroy(&r->op);
 		free(r);
+	}
+	while (c->spools) {
+		struct core_spool *s = c->spools;
+		c->spools = s->next;
+		free(s);
 	}
 	pthread_cond_destroy(&c->changed);
 	pthread_mutex_destroy(&c->lock);

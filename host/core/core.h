@@ -31,6 +31,12 @@ struct core_config {
 	int default_max_running;		 /* per workspace, when the workspace sets none */
 	int ready_timeout_s;			 /* boot → envd ready, then error (default 120) */
 	int warm_small, warm_medium, warm_large; /* desktops kept started per size */
+	/* What a guest or a tenant may make cubicled store (0 = the default). */
+	int default_max_stopped;      /* stopped computers per workspace: 20 */
+	uint64_t spool_max_workspace; /* spooled file transfers of one workspace: 4 GiB */
+	uint64_t spool_max;	      /* spooled file transfers of everyone: 16 GiB */
+	uint64_t spool_min_free;      /* free space the spool leaves on its disk: 1 GiB */
+	uint64_t session_quota;	      /* a workspace's session disk: 10 GiB; 0 = none */
 };
 
 struct core;
@@ -78,9 +84,23 @@ int core_action_ok(struct core *c, const char *id, const char *ws, const char *a
 /* The same for actions that answer JSON: *out is the parsed answer. */
 int core_action_json(struct core *c, const char *id, const char *ws, const char *action,
 		     const json_t *params, json_t **out, struct err *e);
-/* Files: GET into fd / PUT from fd (len bytes). */
+/*
+ * The spool (file transfers on their way between a client and a guest) is
+ * disk the tenants and guests make cubicled use: every byte spooled is
+ * reserved first against the workspace's and the server's quotas and the
+ * spool disk's free space. ERR_NO_SPACE (507) naming the quota; released
+ * when the transfer's file is gone. `ws` is the workspace charged (NULL:
+ * the admin's own).
+ */
+int core_spool_reserve(struct core *c, const char *ws, uint64_t bytes, struct err *e);
+void core_spool_release(struct core *c, const char *ws, uint64_t bytes);
+
+/* Files: GET into fd (spooled against the computer's workspace's quota:
+ * *spooled says how many bytes were reserved, to release with
+ * core_spool_release(c, spool_ws, *spooled) once fd is gone) / PUT from fd
+ * (len bytes). */
 int core_file_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
-		  struct envd_reply *r, struct err *e);
+		  char spool_ws[40], uint64_t *spooled, struct envd_reply *r, struct err *e);
 int core_file_put(struct core *c, const char *id, const char *ws, const char *path, int fd,
 		  uint64_t len, struct envd_reply *r, struct err *e);
 

@@ -16,6 +16,39 @@
 static struct httpc_share *envd_share;
 static pthread_once_t envd_once = PTHREAD_ONCE_INIT;
 
+static struct envd_limits envd_limits = {
+    .max_answer = 64u << 20,
+    .max_answers = 512u << 20,
+    .max_headers = 64u << 10,
+    .action_s = 120,
+    .file_s = 3600,
+    .file_min_bps = 1024,
+    .file_min_bps_s = 30,
+};
+
+void envd_set_limits(const struct envd_limits *l)
+{
+	if (l->max_answer)
+		envd_limits.max_answer = l->max_answer;
+	if (l->max_answers)
+		envd_limits.max_answers = l->max_answers;
+	if (l->max_headers)
+		envd_limits.max_headers = l->max_headers;
+	if (l->action_s > 0)
+		envd_limits.action_s = l->action_s;
+	if (l->file_s > 0)
+		envd_limits.file_s = l->file_s;
+	if (l->file_min_bps > 0)
+		envd_limits.file_min_bps = l->file_min_bps;
+	if (l->file_min_bps_s > 0)
+		envd_limits.file_min_bps_s = l->file_min_bps_s;
+}
+
+struct envd_limits envd_get_limits(void)
+{
+	return envd_limits;
+}
+
 static void envd_init(void)
 {
 	envd_share = httpc_share_new();
@@ -24,6 +57,36 @@ static void envd_init(void)
 void envd_reply_free(struct envd_reply *r)
 {
 	httpc_reply_free(r);
+}
+
+/* Bytes of envd answers held in memory by transfers in progress, all
+ * computers together: one computer's many calls cannot take the host's
+ * memory even when each stays under max_answer. */
+static pthread_mutex_t envd_mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t envd_mem_used;
+
+static int envd_mem_reserve(uint64_t more, struct err *e)
+{
+	pthread_mutex_lock(&envd_mem_lock);
+	bool ok = envd_mem_used + more <= envd_limits.max_answers;
+	if (ok)
+		envd_mem_used += more;
+	uint64_t used = envd_mem_used;
+	pthread_mutex_unlock(&envd_mem_lock);
+	if (!ok)
+		return err_set(
+		    e, ERR_UNAVAILABLE,
+		    "cubicled holds %llu MiB of agents' answers being received, its limit "
+		    "(cubicled --max-envd-answers-mb); try again",
+		    (unsigned long long)(used >> 20));
+	return 0;
+}
+
+static void envd_mem_release(uint64_t bytes)
+{
+	pthread_mutex_lock(&envd_mem_lock);
+	envd_mem_used = envd_mem_used > bytes ? envd_mem_used - bytes : 0;
+	pthread_mutex_unlock(&envd_mem_lock);
 }
 
 /* Fills q's transport and auth for url_path (starting with '/') on address. */
@@ -42,6 +105,10 @@ static int envd_request(struct httpc_request *q, const char *address, const char
 		return err_set(e, ERR_INTERNAL, "bad envd address '%s'", address);
 	}
 	q->url = url;
+	q->mem_reserve = envd_mem_reserve;
+	q->mem_release = envd_mem_release;
+	q->max_body = envd_limits.max_answer;
+	q->max_headers = envd_limits.max_headers;
 	return 0;
 }
 
@@ -50,10 +117,29 @@ static int envd_perform(const struct httpc_request *q, struct envd_reply *r, str
 	struct err te = {0};
 	if (httpc_perform(q, r, &te) == 0)
 		return 0;
-	if (te.code == ERR_INTERNAL)
+	httpc_reply_free(r);
+	if (strncmp(te.message, "cubicled holds", 14) == 0) { /* the memory budget */
+		*e = te;
+		return -1;
+	}
+	switch (te.code) {
+	case ERR_INTERNAL:
 		return err_set(e, ERR_INTERNAL, "cannot store what the computer sent: %s",
 			       te.message);
-	return err_set(e, te.code, "the computer's agent did not answer: %s", te.message);
+	case ERR_TIMEOUT:
+		return err_set(e, ERR_TIMEOUT,
+			       "the computer's agent did not answer within the %ld s deadline: %s",
+			       q->timeout_ms / 1000, te.message);
+	case ERR_BAD_GATEWAY:
+		return err_set(
+		    e, ERR_BAD_GATEWAY, "the computer's agent answered badly: %s%s", te.message,
+		    strstr(te.message, "MiB)") ? " (cubicled --max-envd-answer-mb)" : "");
+	case ERR_UNAVAILABLE:
+		return err_set(e, te.code, "the computer's agent did not answer: %s", te.message);
+	default: /* the caller's own refusal (a quota) */
+		*e = te;
+		return -1;
+	}
 }
 
 int envd_action(const char *address, const char *token, const char *action, const char *body,
@@ -69,7 +155,7 @@ int envd_action(const char *address, const char *token, const char *action, cons
 	q.body = body ? body : "";
 	q.body_len = body ? len : 0;
 	q.body_type = "application/json";
-	q.timeout_ms = (timeout_s > 0 ? timeout_s : 600L) * 1000;
+	q.timeout_ms = (timeout_s > 0 ? timeout_s : envd_limits.action_s) * 1000;
 	return envd_perform(&q, r, e);
 }
 
@@ -102,6 +188,7 @@ static int envd_files_path(const char *path, char *out, size_t len, struct err *
 /* GET (len < 0: the file into fd) or PUT (len bytes from fd) of envd's
  * /v1/files?path=. */
 static int envd_files(const char *address, const char *token, const char *path, int fd, int64_t len,
+		      int (*reserve)(void *arg, uint64_t more, struct err *e), void *reserve_arg,
 		      struct envd_reply *r, struct err *e)
 {
 	memset(r, 0, sizeof *r);
@@ -115,18 +202,25 @@ static int envd_files(const char *address, const char *token, const char *path, 
 		/* Error answers land in fd too: the caller reads them back from there. */
 		q.out_fd = fd;
 		q.out_fd_always = true;
+		q.out_reserve = reserve;
+		q.out_reserve_arg = reserve_arg;
 	} else {
 		q.method = "PUT";
 		q.body_fd = fd;
 		q.body_fd_len = (uint64_t)len;
 	}
+	/* Any size, but not forever, and not at a trickle. */
+	q.timeout_ms = envd_limits.file_s * 1000;
+	q.min_speed_bps = envd_limits.file_min_bps;
+	q.min_speed_s = envd_limits.file_min_bps_s;
 	return envd_perform(&q, r, e);
 }
 
 int envd_download(const char *address, const char *token, const char *path, int fd,
+		  int (*reserve)(void *arg, uint64_t more, struct err *e), void *reserve_arg,
 		  struct envd_reply *r, struct err *e)
 {
-	return envd_files(address, token, path, fd, -1, r, e);
+	return envd_files(address, token, path, fd, -1, reserve, reserve_arg, r, e);
 }
 
 int envd_upload(const char *address, const char *token, const char *path, int fd, uint64_t len,
@@ -134,5 +228,5 @@ int envd_upload(const char *address, const char *token, const char *path, int fd
 {
 	if (len > INT64_MAX)
 		return err_param(e, "length", "length: too large");
-	return envd_files(address, token, path, fd, (int64_t)len, r, e);
+	return envd_files(address, token, path, fd, (int64_t)len, NULL, NULL, r, e);
 }

@@ -20,8 +20,30 @@
 void envd_reply_free(struct envd_reply *r);
 
 /*
- * POSTs a JSON body to /v1/actions/<action>. A transport failure (envd
- * unreachable, timeout) is -1 with ERR_UNAVAILABLE; any HTTP answer,
+ * What cubicled accepts from a guest, whatever its envd does (set once at
+ * startup, before any call; 0 keeps a default). Every byte from envd is
+ * untrusted: past a limit the call fails, the connection to that envd is
+ * dropped (never reused) and the caller gets ERR_BAD_GATEWAY (502) naming
+ * the limit, or ERR_TIMEOUT (504) naming the deadline.
+ */
+struct envd_limits {
+	size_t max_answer;   /* an answer's body kept in memory (JSON, a screenshot): 64 MiB */
+	size_t max_answers;  /* all answers being received at once, together: 512 MiB */
+	size_t max_headers;  /* all its header lines: 64 KiB */
+	long action_s;	     /* an action's deadline, when the action has none: 120 s */
+	long file_s;	     /* a file transfer's deadline: 3600 s */
+	long file_min_bps;   /* a file transfer slower than this ... : 1024 bytes/s */
+	long file_min_bps_s; /* ... for this long fails: 30 s */
+};
+void envd_set_limits(const struct envd_limits *l);
+/* The limits in force (defaults filled in). */
+struct envd_limits envd_get_limits(void);
+
+/*
+ * POSTs a JSON body to /v1/actions/<action>, waiting at most timeout_s (0 =
+ * the action deadline of envd_limits). A transport failure is -1:
+ * ERR_UNAVAILABLE (envd unreachable), ERR_TIMEOUT (the deadline),
+ * ERR_BAD_GATEWAY (not HTTP, cut short, over a limit); any HTTP answer,
  * error statuses included, is 0 with the reply filled.
  */
 int envd_action(const char *address, const char *token, const char *action, const char *body,
@@ -31,8 +53,11 @@ int envd_action(const char *address, const char *token, const char *action, cons
 int envd_health(const char *address, const char *token, long timeout_ms, struct envd_reply *r,
 		struct err *e);
 
-/* GET /v1/files?path= into fd (not into memory): any size. */
+/* GET /v1/files?path= into fd (not into memory): any size, as far as
+ * reserve (see httpc_request.out_reserve; NULL = no limit) allows. An error
+ * answer lands in fd too. */
 int envd_download(const char *address, const char *token, const char *path, int fd,
+		  int (*reserve)(void *arg, uint64_t more, struct err *e), void *reserve_arg,
 		  struct envd_reply *r, struct err *e);
 
 /* PUT /v1/files?path= from fd (len bytes from its current offset). */

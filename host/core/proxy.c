@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -78,6 +79,24 @@ static void core_note_resolution(struct core *c, const char *id, const char *ws,
 	store_computer_clear(&sc);
 }
 
+/* How long an action may take in envd: bash and python carry their own
+ * timeout_s (envd's default 60 s when absent), and get 30 s more to answer;
+ * every other action has envd_limits' deadline (0). */
+static long core_action_deadline(const char *action, const char *body, size_t len)
+{
+	if (strcmp(action, "bash") != 0 && strcmp(action, "python") != 0)
+		return 0;
+	json_t *j = json_loadb(body ? body : "", len, 0, NULL);
+	json_t *t = json_object_get(j, "timeout_s");
+	long s =
+	    json_is_integer(t) && json_integer_value(t) > 0 && json_integer_value(t) <= 7 * 86400
+		? (long)json_integer_value(t)
+		: 60;
+	json_decref(j);
+	long dflt = envd_get_limits().action_s;
+	return s + 30 > dflt ? s + 30 : dflt;
+}
+
 int core_action(struct core *c, const char *id, const char *ws, const char *action,
 		const char *body, size_t len, struct envd_reply *r, struct err *e)
 {
@@ -88,8 +107,8 @@ int core_action(struct core *c, const char *id, const char *ws, const char *acti
 	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, kind,
 			    sizeof kind, e) < 0)
 		return -1;
-	/* bash/python carry their own timeout_s; leave room for it. */
-	int rc = envd_action(address, token, action, body, len, 0, r, e);
+	int rc = envd_action(address, token, action, body, len,
+			     core_action_deadline(action, body, len), r, e);
 	core_count(c, rc < 0 || r->status >= 500);
 	if (rc == 0 && r->status == 200 && strcmp(action, "set_screen_size") == 0)
 		core_note_resolution(c, id, ws, r);
@@ -129,14 +148,120 @@ int core_action_json(struct core *c, const char *id, const char *ws, const char 
 	return 0;
 }
 
+/* ---- the spool ------------------------------------------------------------------ */
+
+static struct core_spool *core_spool_find(struct core *c, const char *ws, bool add)
+{
+	for (struct core_spool *s = c->spools; s; s = s->next)
+		if (strcmp(s->ws, ws) == 0)
+			return s;
+	if (!add)
+		return NULL;
+	struct core_spool *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	snprintf(s->ws, sizeof s->ws, "%s", ws);
+	s->next = c->spools;
+	c->spools = s;
+	return s;
+}
+
+static unsigned long long core_mib(uint64_t b)
+{
+	return (unsigned long long)((b + (1u << 20) - 1) >> 20);
+}
+
+int core_spool_reserve(struct core *c, const char *ws, uint64_t bytes, struct err *e)
+{
+	const char *who = ws ? ws : "";
+	uint64_t per_ws = c->cfg.spool_max_workspace, total = c->cfg.spool_max;
+	pthread_mutex_lock(&c->lock);
+	struct core_spool *s = core_spool_find(c, who, true);
+	int rc = 0;
+	if (!s)
+		rc = err_set(e, ERR_INTERNAL, "out of memory");
+	else if (bytes > per_ws || s->used + bytes > per_ws)
+		rc = err_set(
+		    e, ERR_NO_SPACE,
+		    "the transfer needs %llu MiB of spool, over the workspace's spool quota "
+		    "of %llu MiB (%llu MiB in use; cubicled --spool-max-workspace-mb)",
+		    core_mib(bytes), core_mib(per_ws), core_mib(s->used));
+	else if (bytes > total || c->spool_used + bytes > total)
+		rc = err_set(
+		    e, ERR_NO_SPACE,
+		    "the transfer needs %llu MiB of spool, over the server's spool quota of "
+		    "%llu MiB (%llu MiB in use; cubicled --spool-max-mb)",
+		    core_mib(bytes), core_mib(total), core_mib(c->spool_used));
+	if (rc == 0) {
+		s->used += bytes;
+		c->spool_used += bytes;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		return rc;
+	/* Whatever the quotas say, the spool never takes the disk's last bytes
+	 * (the ledger and every computer's disk live there too). */
+	char spool[600];
+	snprintf(spool, sizeof spool, "%s/spool", c->cfg.state_dir);
+	struct statvfs vfs;
+	if (statvfs(spool, &vfs) == 0) {
+		uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		if (avail < bytes || avail - bytes < c->cfg.spool_min_free) {
+			core_spool_release(c, ws, bytes);
+			return err_set(
+			    e, ERR_NO_SPACE,
+			    "the host's disk is nearly full: %llu MiB free, the transfer "
+			    "needs %llu MiB and %llu MiB must stay free (cubicled "
+			    "--spool-min-free-mb)",
+			    core_mib(avail), core_mib(bytes), core_mib(c->cfg.spool_min_free));
+		}
+	}
+	return 0;
+}
+
+void core_spool_release(struct core *c, const char *ws, uint64_t bytes)
+{
+	if (!bytes)
+		return;
+	pthread_mutex_lock(&c->lock);
+	struct core_spool *s = core_spool_find(c, ws ? ws : "", false);
+	if (s)
+		s->used = s->used > bytes ? s->used - bytes : 0;
+	c->spool_used = c->spool_used > bytes ? c->spool_used - bytes : 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+struct core_download {
+	struct core *c;
+	const char *ws;
+	uint64_t *reserved;
+};
+
+static int core_download_reserve(void *arg, uint64_t more, struct err *e)
+{
+	struct core_download *d = arg;
+	if (core_spool_reserve(d->c, d->ws, more, e) < 0)
+		return -1;
+	*d->reserved += more;
+	return 0;
+}
+
 int core_file_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
-		  struct envd_reply *r, struct err *e)
+		  char spool_ws[40], uint64_t *spooled, struct envd_reply *r, struct err *e)
 {
 	char address[320], token[80];
+	*spooled = 0;
+	memset(r, 0, sizeof *r);
 	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, NULL, 0, e) <
 	    0)
 		return -1;
-	return envd_download(address, token, path, fd, r, e);
+	/* Charged to the computer's workspace, whoever asks. */
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *rt = core_rt_find(c, id);
+	snprintf(spool_ws, 40, "%s", rt ? rt->ws : (ws ? ws : ""));
+	pthread_mutex_unlock(&c->lock);
+	struct core_download d = {c, spool_ws, spooled};
+	return envd_download(address, token, path, fd, core_download_reserve, &d, r, e);
 }
 
 int core_file_put(struct core *c, const char *id, const char *ws, const char *path, int fd,
@@ -186,6 +311,17 @@ static int core_session_dirfd(struct core *c, const char *ws, const char *sessio
 				 session ? session : "");
 	int state = open(c->cfg.state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int all = state < 0 ? -1 : core_subdir(state, "sessions", 0711);
+	if (all >= 0) {
+		/* The workspace's session disk (its quota) mounted on
+		 * sessions/<ws>; ws is an identifier, checked above. */
+		char wsdir[600];
+		snprintf(wsdir, sizeof wsdir, "%s/sessions/%s", c->cfg.state_dir, ws);
+		if (core_session_disk(c, ws, wsdir, e) < 0) {
+			close(all);
+			close(state);
+			return -1;
+		}
+	}
 	int wsd = all < 0 ? -1 : core_subdir(all, ws, 0711);
 	int fd = wsd < 0 ? -1 : core_subdir(wsd, session, 0755);
 	int err = errno;
@@ -296,9 +432,19 @@ int core_session_write(struct core *c, const char *ws, const char *session, cons
 	lseek(from_fd, 0, SEEK_SET);
 	while ((n = read(from_fd, buf, sizeof buf)) > 0) {
 		if (write(f, buf, (size_t)n) != n) {
+			int err = errno;
+			/* Give the space back: a half-written file helps nobody. */
+			if (ftruncate(f, 0) < 0) {
+			}
 			close(f);
+			if (err == ENOSPC || err == EDQUOT)
+				return err_set(
+				    e, ERR_NO_SPACE,
+				    "cannot write '%s': the workspace's session storage is "
+				    "full (its quota is %llu MiB: cubicled --session-quota-mb)",
+				    path, (unsigned long long)(c->cfg.session_quota >> 20));
 			return err_set(e, ERR_INTERNAL, "cannot write '%s': %s", path,
-				       strerror(errno));
+				       strerror(err));
 		}
 	}
 	/* Guests write here as their own uid: keep it writable for them. */

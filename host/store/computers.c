@@ -55,6 +55,9 @@ static const char SQL_COUNT_RUNNING[] = "SELECT COUNT(*) FROM computers"
 static const char SQL_COUNT_HOLDING_OTHERS[] = "SELECT COUNT(*) FROM computers"
 					       " WHERE workspace = ?1 AND id <> ?2"
 					       " AND state IN " STORE_STATES_HOLDING;
+static const char SQL_COUNT_STOPPED_OTHERS[] = "SELECT COUNT(*) FROM computers"
+					       " WHERE workspace = ?1 AND id <> ?2"
+					       " AND state IN ('stopping', 'stopped')";
 static const char SQL_WORKSPACE_EXISTS[] = "SELECT 1 FROM workspaces WHERE id = ?1";
 
 static const char *const store_states[] = {"provisioning", "running",  "stopping",
@@ -271,6 +274,28 @@ static int store_computer_limit_locked(struct store *s, const char *ws, const ch
 	return 0;
 }
 
+/* The stopped-computer limit of store_commit (lock held). */
+static int store_computer_stopped_limit_locked(struct store *s, const char *ws, const char *except,
+					       int limit, struct err *e)
+{
+	sqlite3_stmt *st = store_stmt(s, SQL_COUNT_STOPPED_OTHERS, e);
+	if (!st)
+		return -1;
+	sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, except, -1, SQLITE_STATIC);
+	int step = sqlite3_step(st);
+	int n = step == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+	store_stmt_done(st);
+	if (step != SQLITE_ROW)
+		return store_db_error(s, "counting stopped computers", e);
+	if (n >= limit)
+		return err_set(e, ERR_LIMIT,
+			       "workspace %s already holds %d stopped computers, its limit "
+			       "(max_stopped %d); delete one first",
+			       ws, n, limit);
+	return 0;
+}
+
 /* Inserts w with a fresh id (written into w) (lock held). */
 static int store_computer_insert_locked(struct store *s, struct store_computer *w, struct err *e)
 {
@@ -352,6 +377,9 @@ int store_computer_commit(struct store *s, struct store_computer *c, const struc
 		if ((how->limit > 0 &&
 		     store_computer_limit_locked(s, w.workspace, how->insert ? "" : w.id,
 						 how->limit, e)) ||
+		    (how->stopped_limit > 0 &&
+		     store_computer_stopped_limit_locked(s, w.workspace, how->insert ? "" : w.id,
+							 how->stopped_limit, e)) ||
 		    (how->insert ? store_computer_insert_locked(s, &w, e)
 				 : store_computer_update_locked(s, &w, e)) ||
 		    (how->bill && store_usage_switch_locked(s, w.id, w.workspace, w.size,

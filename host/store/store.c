@@ -115,6 +115,9 @@ static const char *const store_migrations[] = {
     " runs INTEGER NOT NULL DEFAULT 0,"
     " errors INTEGER NOT NULL DEFAULT 0,"
     " PRIMARY KEY (workspace, language, hour_ms));",
+    /* 4: stopped computers allowed per workspace (0 = the server's
+     * --max-stopped-per-workspace). */
+    "ALTER TABLE workspaces ADD COLUMN max_stopped INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
@@ -131,6 +134,19 @@ void store_unlock(struct store *s)
 
 int store_db_error(struct store *s, const char *doing, struct err *e)
 {
+	/* A full disk or a busy database is the host's state, not a bug: say
+	 * so (507 / 503). SQLite rolls the statement back, nothing is half
+	 * written, and the next call works once there is room again. */
+	int code = sqlite3_extended_errcode(s->db) & 0xff;
+	if (code == SQLITE_FULL)
+		return err_set(e, ERR_NO_SPACE,
+			       "the host's disk is full: cubicled cannot record this (while %s); "
+			       "nothing was changed, try again when there is space",
+			       doing);
+	if (code == SQLITE_BUSY || code == SQLITE_LOCKED || code == SQLITE_IOERR)
+		return err_set(e, ERR_UNAVAILABLE,
+			       "the database is unavailable while %s: %s; nothing was changed",
+			       doing, sqlite3_errmsg(s->db));
 	return err_set(e, ERR_INTERNAL, "database error while %s: %s (database %s)", doing,
 		       sqlite3_errmsg(s->db), s->path);
 }

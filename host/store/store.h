@@ -31,6 +31,7 @@ struct store_workspace {
 	char id[40]; /* "ws-" + 16 hex */
 	char name[128];
 	int max_running; /* running computers allowed at once; 0 = the server default */
+	int max_stopped; /* stopped computers allowed at once; 0 = the server default */
 	int64_t created_ms;
 };
 
@@ -41,8 +42,11 @@ int store_workspace_create(struct store *s, const char *name, int max_running,
 int store_workspace_get(struct store *s, const char *id, struct store_workspace *out,
 			struct err *e);
 /* All workspaces, oldest first, as a JSON array of
- * {"id","name","max_running","created_at"} (created_at in Unix ms). */
+ * {"id","name","max_running","max_stopped","created_at"} (created_at in Unix ms). */
 int store_workspace_list(struct store *s, json_t **out, struct err *e);
+/* Sets a workspace's max_stopped (>= 0; 0 = the server default). */
+int store_workspace_set_max_stopped(struct store *s, const char *id, int max_stopped,
+				    struct err *e);
 
 /*
  * Creates an API key for a workspace (workspace_id NULL = an admin key).
@@ -150,6 +154,9 @@ struct store_commit {
 	 * computers (c itself not counted) in a state that holds resources
 	 * (see store_computer_count_running). */
 	int limit;
+	/* > 0: refuse with ERR_LIMIT when c's workspace already holds this many
+	 * stopped (or stopping) computers, c itself not counted. */
+	int stopped_limit;
 	/* Also switch c's usage: store_usage_switch(c->id, c->workspace,
 	 * c->size, rate_state, at_ms). */
 	bool bill;

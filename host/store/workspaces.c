@@ -30,10 +30,11 @@ static void store_keys_revoked(struct store *s);
 static const char SQL_WS_INSERT[] =
     "INSERT INTO workspaces (id, name, max_running, created_ms) VALUES (?1, ?2, ?3, ?4)";
 static const char SQL_WS_GET[] =
-    "SELECT id, name, max_running, created_ms FROM workspaces WHERE id = ?1 AND deleted_ms = 0";
-static const char SQL_WS_LIST[] =
-    "SELECT id, name, max_running, created_ms FROM workspaces WHERE deleted_ms = 0"
-    " ORDER BY created_ms, rowid";
+    "SELECT id, name, max_running, created_ms, max_stopped FROM workspaces"
+    " WHERE id = ?1 AND deleted_ms = 0";
+static const char SQL_WS_LIST[] = "SELECT id, name, max_running, created_ms, max_stopped FROM "
+				  "workspaces WHERE deleted_ms = 0 ORDER BY created_ms, rowid";
+static const char SQL_WS_SET_MAX_STOPPED[] = "UPDATE workspaces SET max_stopped = ?2 WHERE id = ?1";
 static const char SQL_KEY_INSERT[] =
     "INSERT INTO api_keys (hash, workspace, created_ms, prefix) VALUES (?1, ?2, ?3, ?4)";
 static const char SQL_KEY_LOOKUP[] =
@@ -57,6 +58,7 @@ static void store_workspace_row(sqlite3_stmt *st, struct store_workspace *out)
 	store_col_text(st, 1, out->name, sizeof out->name);
 	out->max_running = sqlite3_column_int(st, 2);
 	out->created_ms = sqlite3_column_int64(st, 3);
+	out->max_stopped = sqlite3_column_int(st, 4);
 }
 
 int store_workspace_create(struct store *s, const char *name, int max_running,
@@ -145,10 +147,10 @@ int store_workspace_list(struct store *s, json_t **out, struct err *e)
 		while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 			struct store_workspace w = {0};
 			store_workspace_row(st, &w);
-			json_array_append_new(list,
-					      json_pack("{s:s, s:s, s:i, s:I}", "id", w.id, "name",
-							w.name, "max_running", w.max_running,
-							"created_at", (json_int_t)w.created_ms));
+			json_array_append_new(
+			    list, json_pack("{s:s, s:s, s:i, s:i, s:I}", "id", w.id, "name", w.name,
+					    "max_running", w.max_running, "max_stopped",
+					    w.max_stopped, "created_at", (json_int_t)w.created_ms));
 		}
 		if (step == SQLITE_DONE)
 			rc = 0;
@@ -161,6 +163,27 @@ int store_workspace_list(struct store *s, json_t **out, struct err *e)
 		*out = list;
 	else
 		json_decref(list);
+	return rc;
+}
+
+int store_workspace_set_max_stopped(struct store *s, const char *id, int max_stopped, struct err *e)
+{
+	if (max_stopped < 0)
+		return err_param(e, "max_stopped",
+				 "max_stopped: %d is negative (0 means the server default)",
+				 max_stopped);
+	char missing[96];
+	snprintf(missing, sizeof missing, "no workspace %.64s", id ? id : "");
+	int rc = -1;
+	store_lock(s);
+	sqlite3_stmt *st = store_stmt(s, SQL_WS_SET_MAX_STOPPED, e);
+	if (st) {
+		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 2, max_stopped);
+		rc = store_step_change(s, st, "setting a workspace's max_stopped", missing, e);
+	}
+	store_stmt_done(st);
+	store_unlock(s);
 	return rc;
 }
 

@@ -43,6 +43,7 @@ class Cubicled(cubicled.Cubicled):
             self.own_state = state_kept
             if state_kept:
                 import shutil
+                cubicled.unmount_sessions(self.state)
                 shutil.rmtree(self.state, ignore_errors=True)
 
 

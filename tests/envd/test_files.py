@@ -129,6 +129,17 @@ class FilesTest(unittest.TestCase):
                          400, "path")
         self.assertTrue(stat.S_ISCHR(os.stat("/dev/null").st_mode))
 
+    def test_stream_of_a_non_regular_file_is_400(self):
+        # A FIFO with no writer would hold the reader forever, a device never
+        # ends: GET /v1/files refuses both, naming what they are.
+        os.makedirs(self.path(), exist_ok=True)
+        os.mkfifo(self.path("fifo"))
+        for path, what in ((self.path("fifo"), "FIFO"), ("/dev/zero", "character device"),
+                           (self.path(), "directory")):
+            r = self.envd.request("GET", "/v1/files?path=" + path, timeout=30)
+            err = self.assertError(r, 400, "path")
+            self.assertIn(what, err["message"])
+
     def test_bad_write_parameters(self):
         p = self.path("x")
         cases = [

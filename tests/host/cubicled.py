@@ -21,6 +21,20 @@ from harness import Response, http_call, wait_until  # noqa: E402,F401
 IMAGES = os.environ.get("CUBICLE_IMAGES") or os.path.join(harness.BUILD, "images")
 
 
+def unmount_sessions(state):
+    """Detaches the session disks a cubicled that did not stop cleanly
+    (kill -9) left mounted under state/sessions, so the state can go."""
+    sessions = os.path.join(state, "sessions")
+    try:
+        names = os.listdir(sessions)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(sessions, name)
+        if os.path.ismount(path):
+            subprocess.run(["umount", "-l", path], check=False)
+
+
 class Cubicled:
     def __init__(self, args=(), state_dir=None):
         self.args = list(args)
@@ -74,6 +88,7 @@ class Cubicled:
             self.proc.stdout.close()
             self.log.close()
         if self.own_state:
+            unmount_sessions(self.state)
             shutil.rmtree(self.state, ignore_errors=True)
 
     def req(self, method, path, body=None, key=True, headers=None, timeout=180):

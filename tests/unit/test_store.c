@@ -1137,6 +1137,57 @@ static void test_kill9_between_state_and_usage(void **state)
 	store_computer_clear(&c);
 }
 
+/* The stopped limit: counted in the stop's own transaction (stopping and
+ * stopped, the computer itself not counted), per workspace; a workspace's
+ * max_stopped is kept and listed. */
+static void test_commit_stopped_limit(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w, other;
+	make_workspace(f->s, "acme", &w);
+	make_workspace(f->s, "other", &other);
+	struct store_computer a, b, c, d;
+	make_computer(f->s, w.id, "sandbox", "xs", "stopped", &a);
+	make_computer(f->s, w.id, "sandbox", "xs", "stopping", &b);
+	make_computer(f->s, w.id, "sandbox", "xs", "running", &c);
+	make_computer(f->s, other.id, "sandbox", "xs", "running", &d);
+	struct store_commit stop = {.stopped_limit = 2};
+	set_state(&c, "stopping");
+	assert_int_equal(store_computer_commit(f->s, &c, &stop, &e), -1);
+	assert_int_equal(e.code, ERR_LIMIT);
+	assert_non_null(strstr(e.message, "max_stopped 2"));
+	struct store_computer g;
+	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
+	assert_string_equal(g.state, "running");
+	store_computer_clear(&g);
+	stop.stopped_limit = 3;
+	assert_int_equal(store_computer_commit(f->s, &c, &stop, &e), 0);
+	/* Another workspace counts its own. */
+	set_state(&d, "stopping");
+	stop.stopped_limit = 1;
+	assert_int_equal(store_computer_commit(f->s, &d, &stop, &e), 0);
+	/* A computer already stopped does not count against itself. */
+	assert_int_equal(store_computer_commit(f->s, &d, &stop, &e), 0);
+
+	assert_int_equal(store_workspace_set_max_stopped(f->s, w.id, 7, &e), 0);
+	assert_int_equal(store_workspace_get(f->s, w.id, &w, &e), 0);
+	assert_int_equal(w.max_stopped, 7);
+	assert_int_equal(store_workspace_set_max_stopped(f->s, w.id, -1, &e), -1);
+	assert_string_equal(e.param, "max_stopped");
+	assert_int_equal(store_workspace_set_max_stopped(f->s, "ws-nope", 1, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	json_t *list;
+	assert_int_equal(store_workspace_list(f->s, &list, &e), 0);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_array_get(list, 0), "max_stopped")), 7);
+	json_decref(list);
+	store_computer_clear(&a);
+	store_computer_clear(&b);
+	store_computer_clear(&c);
+	store_computer_clear(&d);
+}
+
 /* A database from a newer cubicled is refused with a message saying so. */
 static void test_newer_schema_is_refused(void **state)
 {
@@ -1403,6 +1454,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_commit_limit_under_concurrent_inserts,
 					    fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_kill9_between_state_and_usage, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_commit_stopped_limit, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, fixture_setup,
 					    fixture_teardown),

@@ -30,6 +30,10 @@ static void test_err_json_shape(void **state)
 	assert_int_equal(err_http_status(ERR_CONFLICT), 409);
 	assert_int_equal(err_http_status(ERR_TOO_LARGE), 413);
 	assert_int_equal(err_http_status(ERR_TIMEOUT), 504);
+	assert_int_equal(err_http_status(ERR_BAD_GATEWAY), 502);
+	assert_string_equal(err_code_name(ERR_BAD_GATEWAY), "bad_gateway");
+	assert_int_equal(err_http_status(ERR_NO_SPACE), 507);
+	assert_string_equal(err_code_name(ERR_NO_SPACE), "insufficient_storage");
 }
 
 static void test_err_from_json_round_trip(void **state)
@@ -52,6 +56,10 @@ static void test_err_from_json_round_trip(void **state)
 	assert_non_null(strstr(out.message, "404"));
 	json_decref(j);
 	err_from_json(&out, NULL, 502);
+	assert_int_equal(out.code, ERR_BAD_GATEWAY);
+	err_from_json(&out, NULL, 507);
+	assert_int_equal(out.code, ERR_NO_SPACE);
+	err_from_json(&out, NULL, 501);
 	assert_int_equal(out.code, ERR_INTERNAL);
 	err_from_json(&out, NULL, 429);
 	assert_int_equal(out.code, ERR_LIMIT);
