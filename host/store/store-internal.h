@@ -19,10 +19,27 @@
 
 #define STORE_STMT_MAX 48
 
+/* A key that authenticates, as the in-memory table keeps it. */
+struct store_keyent {
+	unsigned char hash[32]; /* SHA-256 of the key */
+	char workspace[40];	/* "" for an admin key */
+};
+
 struct store {
 	sqlite3 *db;
 	pthread_mutex_t lock;
 	char path[4096];
+	/* The keys that authenticate, sorted by hash, so store_key_lookup never
+	 * waits for SQLite or s->lock (it runs on the API's event loop). Rebuilt
+	 * from the database by store_unlock() after any change to api_keys or
+	 * workspaces (seen by an SQLite update hook) or store_keys_invalidate().
+	 * keys_lock guards keys/nkeys/keys_failed only and is never held across
+	 * a statement; keys_dirty is under s->lock. */
+	pthread_mutex_t keys_lock;
+	struct store_keyent *keys;
+	size_t nkeys;
+	bool keys_failed; /* the last rebuild failed: lookups answer 503 until one works */
+	bool keys_dirty;
 	/* Prepared statements keyed by their SQL text's address (the SQL is
 	 * always a string constant of the calling file). */
 	struct {
@@ -32,7 +49,11 @@ struct store {
 };
 
 void store_lock(struct store *s);
+/* Unlocks; first rebuilds the in-memory key table if keys changed and no
+ * transaction is open. */
 void store_unlock(struct store *s);
+/* Rebuilds the key table now (s->lock held); -1 with e on a database error. */
+int store_keys_reload_locked(struct store *s, struct err *e);
 
 /* The prepared statement for `sql` (prepared on first use), reset and with
  * no bindings; NULL with e filled (ERR_INTERNAL) when SQLite refuses it. */

@@ -55,7 +55,10 @@ int store_key_create(struct store *s, const char *workspace_id, char key_out[64]
 /*
  * Looks a presented key up (constant time in the key's content). Fills the
  * workspace it belongs to ("" for an admin key) and *admin. ERR_UNAUTHORIZED
- * for an unknown or revoked key.
+ * for an unknown or revoked key. Answers from memory, never waiting for
+ * SQLite or another store call (safe on an event loop): the table of valid
+ * keys is rebuilt by the very call that changes api_keys or workspaces
+ * (revoking, deleting, creating), before that call returns.
  */
 int store_key_lookup(struct store *s, const char *key, char workspace_out[40], bool *admin,
 		     struct err *e);
@@ -63,6 +66,12 @@ int store_key_lookup(struct store *s, const char *key, char workspace_out[40], b
 /* Revokes a key (given in plaintext; revoking twice is fine): lookups of it
  * fail from now on. ERR_NOT_FOUND for a key that was never created. */
 int store_key_revoke(struct store *s, const char *key, struct err *e);
+
+/* Rebuilds the in-memory key table before returning. Store calls that
+ * change api_keys or workspaces do this by themselves (an SQLite update
+ * hook sees their rows); this is for anything that changes who may
+ * authenticate some other way. */
+void store_keys_invalidate(struct store *s);
 
 /* ---- computers ---------------------------------------------------------- */
 

@@ -8,10 +8,18 @@
  * (the hash of a wrong key has no useful relation to the right one, and
  * the comparison of the found row is constant time). A key with no
  * workspace is an admin key.
+ *
+ * Lookups never touch SQLite: the valid keys (SQL_KEYS_VALID) are kept in
+ * memory, sorted by hash, and rebuilt whenever a statement on our
+ * connection changed api_keys or workspaces (store.c's update hook; the
+ * rebuild runs in store_unlock, on the thread that made the change, before
+ * its call returns), so a revoked key fails from the moment its revoke
+ * returns. cubicled is the only writer of its database.
  */
 #include "store-internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -31,8 +39,9 @@ static const char SQL_WS_LIST[] =
     "SELECT id, name, max_running, created_ms FROM workspaces ORDER BY created_ms, rowid";
 static const char SQL_KEY_INSERT[] =
     "INSERT INTO api_keys (hash, workspace, created_ms) VALUES (?1, ?2, ?3)";
-static const char SQL_KEY_LOOKUP[] =
-    "SELECT hash, workspace, revoked_ms FROM api_keys WHERE hash = ?1";
+/* The keys that authenticate, which store_key_lookup answers from memory:
+ * extend this query when a key's validity comes to depend on more. */
+static const char SQL_KEYS_VALID[] = "SELECT hash, workspace FROM api_keys WHERE revoked_ms = 0";
 static const char SQL_KEY_REVOKE[] =
     "UPDATE api_keys SET revoked_ms = CASE WHEN revoked_ms = 0 THEN ?2 ELSE revoked_ms END"
     " WHERE hash = ?1";
@@ -221,6 +230,58 @@ int store_key_create(struct store *s, const char *workspace_id, char key_out[64]
 	return rc;
 }
 
+static int store_keyent_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct store_keyent *)a)->hash,
+		      ((const struct store_keyent *)b)->hash, STORE_KEY_HASH);
+}
+
+int store_keys_reload_locked(struct store *s, struct err *e)
+{
+	struct store_keyent *keys = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0, step;
+	sqlite3_stmt *st = store_stmt(s, SQL_KEYS_VALID, e);
+	if (!st)
+		rc = -1;
+	while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (sqlite3_column_bytes(st, 0) != STORE_KEY_HASH)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct store_keyent *nk = realloc(keys, ncap * sizeof *nk);
+			if (!nk) {
+				rc = err_set(e, ERR_INTERNAL, "out of memory loading the API keys");
+				break;
+			}
+			keys = nk;
+			cap = ncap;
+		}
+		memcpy(keys[n].hash, sqlite3_column_blob(st, 0), STORE_KEY_HASH);
+		store_col_text(st, 1, keys[n].workspace, sizeof keys[n].workspace);
+		n++;
+	}
+	if (rc == 0 && step != SQLITE_DONE)
+		rc = store_db_error(s, "loading the API keys", e);
+	store_stmt_done(st);
+	if (rc == 0)
+		qsort(keys, n, sizeof *keys, store_keyent_cmp);
+	pthread_mutex_lock(&s->keys_lock);
+	/* On failure no key authenticates (503) rather than a revoked one still
+	 * working; the next store_unlock tries again. */
+	struct store_keyent *old = s->keys;
+	s->keys = rc == 0 ? keys : NULL;
+	s->nkeys = rc == 0 ? n : 0;
+	s->keys_failed = rc < 0;
+	pthread_mutex_unlock(&s->keys_lock);
+	free(old);
+	if (rc < 0)
+		free(keys);
+	else
+		s->keys_dirty = false;
+	return rc;
+}
+
 int store_key_lookup(struct store *s, const char *key, char workspace_out[40], bool *admin,
 		     struct err *e)
 {
@@ -229,36 +290,24 @@ int store_key_lookup(struct store *s, const char *key, char workspace_out[40], b
 		return err_set(e, ERR_UNAUTHORIZED, "missing or malformed API key");
 	if (store_key_hash(key, hash, e))
 		return -1;
-
-	store_lock(s);
+	struct store_keyent probe;
+	memcpy(probe.hash, hash, STORE_KEY_HASH);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_KEY_LOOKUP, e);
-	if (st) {
-		sqlite3_bind_blob(st, 1, hash, sizeof hash, SQLITE_STATIC);
-		int step = sqlite3_step(st);
-		if (step == SQLITE_ROW) {
-			const void *stored = sqlite3_column_blob(st, 0);
-			int stored_len = sqlite3_column_bytes(st, 0);
-			bool same = stored && stored_len == STORE_KEY_HASH &&
-				    CRYPTO_memcmp(stored, hash, STORE_KEY_HASH) == 0;
-			if (same && sqlite3_column_int64(st, 2) == 0) {
-				bool is_admin = sqlite3_column_type(st, 1) == SQLITE_NULL;
-				if (workspace_out)
-					store_col_text(st, 1, workspace_out, 40);
-				if (admin)
-					*admin = is_admin;
-				rc = 0;
-			}
-		} else if (step != SQLITE_DONE) {
-			store_db_error(s, "looking up an API key", e);
-			step = -1;
-		}
-		if (rc != 0 && step != -1)
-			err_set(e, ERR_UNAUTHORIZED,
-				"the API key is not valid (unknown or revoked)");
+	pthread_mutex_lock(&s->keys_lock);
+	const struct store_keyent *k =
+	    s->keys ? bsearch(&probe, s->keys, s->nkeys, sizeof *s->keys, store_keyent_cmp) : NULL;
+	if (k && CRYPTO_memcmp(k->hash, hash, STORE_KEY_HASH) == 0) {
+		if (workspace_out)
+			snprintf(workspace_out, 40, "%s", k->workspace);
+		if (admin)
+			*admin = !k->workspace[0];
+		rc = 0;
+	} else if (s->keys_failed) {
+		err_set(e, ERR_UNAVAILABLE, "cannot check API keys now (the database failed)");
+	} else {
+		err_set(e, ERR_UNAUTHORIZED, "the API key is not valid (unknown or revoked)");
 	}
-	store_stmt_done(st);
-	store_unlock(s);
+	pthread_mutex_unlock(&s->keys_lock);
 	return rc;
 }
 
