@@ -97,6 +97,10 @@ struct httpd_route {
 				 ran (a spool or temporary file); httpd frees it */
 	void *user;	      /* handed to the handler as req->user */
 	void (*user_free)(void *user); /* called when the request is done or abandoned */
+	/* With the router's -1 only: the answer carries "Retry-After: N" (N > 0)
+	 * and these members are added to its "error" object (stolen). */
+	int retry_after_s;
+	json_t *err_detail;
 };
 
 /*
@@ -143,13 +147,26 @@ struct httpd_opts {
 	httpd_router router;
 	void *ctx;		    /* passed to router and handlers */
 	size_t max_body;	    /* default memory-mode limit */
-	int max_jobs;		    /* concurrent handlers; more get 503 (0 = 64) */
+	int max_jobs;		    /* concurrent handlers; more get 503 + Retry-After (0 = 64) */
 	const char *log_prefix;	    /* "envd", "cubicled": one log line per request */
 	httpd_tunnel_router tunnel; /* NULL: WebSocket upgrades are refused */
 	/* Up to HTTPD_MAX_EXTRA more header names (lowercase, no colon, e.g.
 	 * "mcp-protocol-version"), NULL-terminated: their values land in
 	 * req->extra[] in this order. */
 	const char *const *extra_headers;
+	/* Connections open at once from one client address (IPv4/IPv6; unix
+	 * sockets are not counted); past it a new connection gets a 429 (when
+	 * it can be written at once) and is closed before any of it is read.
+	 * 0 = no limit. */
+	int max_conns_per_addr;
+	/* Slow clients: a request's headers must be complete within
+	 * header_timeout_s of their first byte (0 = 10), and its body within
+	 * body_timeout_s of the headers plus 1 s per body_min_rate bytes
+	 * received (0 = 30 s, 16384 B/s); past either the client gets a 408
+	 * (when it can be written) and the connection closes. */
+	int header_timeout_s;
+	int body_timeout_s;
+	int body_min_rate;
 };
 
 struct httpd;

@@ -8,6 +8,7 @@
 #include "api.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,15 @@
 #include "rfbfilter.h"
 #include "token.h"
 
+/* Requests in flight of one workspace ("" = the callers without a key). */
+struct api_tenant {
+	struct api_tenant *next;
+	char ws[40];
+	int requests, waits;
+};
+
+#define API_TENANT_BUCKETS 64
+
 struct api {
 	struct core *core;
 	struct store *store;
@@ -40,17 +50,115 @@ struct api {
 	char web_dir[512];
 	char frame_ancestors[256];
 	int stream_ttl_max_s, stream_max_s;
+	int max_requests_ws, max_waits_ws;
+	size_t max_body;
+	pthread_mutex_t tenants_lock;
+	struct api_tenant *tenants[API_TENANT_BUCKETS]; /* under tenants_lock */
 };
 
 /* Who is calling, decided by the router. */
 struct api_caller {
+	struct api *a;
 	bool admin;
 	char ws[40];  /* "" for the admin */
 	char id[64];  /* the path's computer/workspace/session id */
 	char sub[64]; /* the action name, or stop/start */
 	int spool_fd;
 	char spool_path[600];
+	int counted; /* 0, or what api_tenant_enter counted: API_COUNT_* */
+	char counted_ws[40];
 };
+
+enum { API_COUNT_REQUEST = 1, API_COUNT_WAIT = 2 };
+
+static unsigned api_tenant_hash(const char *ws)
+{
+	unsigned v = 2166136261u;
+	for (; *ws; ws++)
+		v = (v ^ (unsigned char)*ws) * 16777619u;
+	return v % API_TENANT_BUCKETS;
+}
+
+/*
+ * Counts a request in flight for workspace ws ("" = no key), as a long wait
+ * or not; past the workspace's limit fills e (429) and the route's
+ * Retry-After and detail, and returns -1. Thread-safe; quick (the router
+ * calls it on the loop).
+ */
+static int api_tenant_enter(struct api *a, struct api_caller *c, const char *ws, bool wait,
+			    struct httpd_route *route, struct err *e)
+{
+	pthread_mutex_lock(&a->tenants_lock);
+	unsigned b = api_tenant_hash(ws);
+	struct api_tenant *t = a->tenants[b];
+	while (t && strcmp(t->ws, ws) != 0)
+		t = t->next;
+	if (!t && (t = calloc(1, sizeof *t))) {
+		snprintf(t->ws, sizeof t->ws, "%s", ws);
+		t->next = a->tenants[b];
+		a->tenants[b] = t;
+	}
+	int rc = 0;
+	if (!t) {
+		rc = err_set(e, ERR_INTERNAL, "out of memory");
+	} else if (wait && t->waits >= a->max_waits_ws) {
+		rc = err_set(e, ERR_LIMIT,
+			     "workspace %s has %d requests with ?wait= open, the most "
+			     "--max-waits-per-workspace allows; retry when one ends",
+			     ws, t->waits);
+		route->retry_after_s = 5;
+		route->err_detail =
+		    json_pack("{s:s, s:i}", "limit", "max_waits_per_workspace", "max", t->waits);
+	} else if (!wait && t->requests >= a->max_requests_ws) {
+		if (*ws)
+			err_set(e, ERR_LIMIT,
+				"workspace %s has %d requests running, the most "
+				"--max-requests-per-workspace allows; retry when one ends",
+				ws, t->requests);
+		else
+			err_set(e, ERR_LIMIT,
+				"%d requests without an API key are running, the most "
+				"--max-requests-per-workspace allows them together; retry shortly",
+				t->requests);
+		rc = -1;
+		route->retry_after_s = 1;
+		route->err_detail = json_pack("{s:s, s:i}", "limit", "max_requests_per_workspace",
+					      "max", t->requests);
+	} else {
+		if (wait)
+			t->waits++;
+		else
+			t->requests++;
+		c->counted = wait ? API_COUNT_WAIT : API_COUNT_REQUEST;
+		snprintf(c->counted_ws, sizeof c->counted_ws, "%s", ws);
+	}
+	pthread_mutex_unlock(&a->tenants_lock);
+	return rc;
+}
+
+/* The request counted by api_tenant_enter is done (any thread). */
+static void api_tenant_leave(struct api *a, struct api_caller *c)
+{
+	if (!c->counted)
+		return;
+	pthread_mutex_lock(&a->tenants_lock);
+	struct api_tenant **pp = &a->tenants[api_tenant_hash(c->counted_ws)];
+	while (*pp && strcmp((*pp)->ws, c->counted_ws) != 0)
+		pp = &(*pp)->next;
+	struct api_tenant *t = *pp;
+	if (t) {
+		if (c->counted == API_COUNT_WAIT)
+			t->waits--;
+		else
+			t->requests--;
+		if (t->waits <= 0 && t->requests <= 0) {
+			*pp = t->next;
+			free(t);
+		}
+	}
+	pthread_mutex_unlock(&a->tenants_lock);
+	c->counted = 0;
+}
 
 static void api_caller_free(void *p)
 {
@@ -742,12 +850,15 @@ static void api_caller_close(void *p)
 	struct api_caller *c = p;
 	if (c->spool_fd >= 0)
 		close(c->spool_fd);
+	api_tenant_leave(c->a, c);
 	api_caller_free(c);
 }
 
-static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *route, struct err *e)
+/* Picks the handler; c is the caller (c->counted tells whether it holds a
+ * key: routes without one leave it unauthenticated, !c->admin && !c->ws[0]). */
+static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd_route *route,
+			  struct api_caller *c, bool *keyed, struct err *e)
 {
-	struct api *a = ctx;
 	if (strcmp(req->path, "/healthz") == 0) {
 		route->handler = api_healthz;
 		return 0;
@@ -779,16 +890,11 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 		route->handler = mcp_preflight;
 		return 0;
 	}
-	struct api_caller *c = calloc(1, sizeof *c);
-	if (!c)
-		return err_set(e, ERR_INTERNAL, "out of memory");
-	c->spool_fd = -1;
-	route->user = c;
-	route->user_free = api_caller_close;
 	if (api_auth(a, req, c, e) < 0)
 		return -1;
+	*keyed = true;
 	route->body = HTTPD_BODY_MEMORY;
-	route->max_body = 64u << 20;
+	route->max_body = a->max_body;
 	if (mcp) {
 		route->handler = api_mcp;
 		return 0;
@@ -887,6 +993,32 @@ not_found:
 		       req->method_name, req->path);
 }
 
+/*
+ * On the event loop for every request: must not block (no SQLite, no
+ * network): the key is checked from memory, the workspace's budget counted.
+ * A workspace key's request with ?wait= counts as a long wait, any other as
+ * a request; the admin is not limited; requests without a key share the
+ * budget of workspace "".
+ */
+static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *route, struct err *e)
+{
+	struct api *a = ctx;
+	struct api_caller *c = calloc(1, sizeof *c);
+	if (!c)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	c->a = a;
+	c->spool_fd = -1;
+	route->user = c;
+	route->user_free = api_caller_close;
+	bool keyed = false;
+	if (api_route_pick(a, req, route, c, &keyed, e) < 0)
+		return -1;
+	if (keyed && c->admin)
+		return 0;
+	bool wait = keyed && httpd_query(req, "wait") != NULL;
+	return api_tenant_enter(a, c, keyed ? c->ws : "", wait, route, e);
+}
+
 struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,
 		       struct err *e)
 {
@@ -905,21 +1037,30 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 		 o->frame_ancestors ? o->frame_ancestors : "'self'");
 	a->stream_ttl_max_s = o->stream_ttl_max_s > 0 ? o->stream_ttl_max_s : 600;
 	a->stream_max_s = o->stream_max_s > 0 ? o->stream_max_s : 3600;
+	a->max_requests_ws = o->max_requests_per_workspace > 0 ? o->max_requests_per_workspace : 32;
+	a->max_waits_ws = o->max_waits_per_workspace > 0 ? o->max_waits_per_workspace : 16;
+	a->max_body = o->max_body > 0 ? o->max_body : 1u << 20;
+	pthread_mutex_init(&a->tenants_lock, NULL);
 	mkdir(a->spool_dir, 0700);
 	struct httpd_opts ho = {
 	    .listen = o->listen,
 	    .router = api_route,
 	    .ctx = a,
-	    .max_body = 64u << 20,
-	    .max_jobs = 256,
+	    .max_body = o->max_body_anonymous > 0 ? o->max_body_anonymous : 4096,
+	    .max_jobs = o->max_requests > 0 ? o->max_requests : 256,
 	    .log_prefix = "cubicled",
 	    .tunnel = api_tunnel,
 	    .extra_headers = mcp_extra_headers,
+	    .max_conns_per_addr = o->max_conns_per_addr > 0 ? o->max_conns_per_addr : 64,
+	    .header_timeout_s = o->header_timeout_s,
+	    .body_timeout_s = o->body_timeout_s,
+	    .body_min_rate = o->body_min_rate,
 	};
 	a->mcp = mcp_create(core, a, o->mcp_origins, e);
 	a->httpd = a->mcp ? httpd_create(&ho, e) : NULL;
 	if (!a->httpd) {
 		mcp_destroy(a->mcp);
+		pthread_mutex_destroy(&a->tenants_lock);
 		free(a);
 		return NULL;
 	}
@@ -946,6 +1087,14 @@ void api_destroy(struct api *a)
 {
 	if (a && httpd_destroy(a->httpd) == 0) {
 		mcp_destroy(a->mcp);
+		for (int b = 0; b < API_TENANT_BUCKETS; b++) {
+			while (a->tenants[b]) {
+				struct api_tenant *t = a->tenants[b];
+				a->tenants[b] = t->next;
+				free(t);
+			}
+		}
+		pthread_mutex_destroy(&a->tenants_lock);
 		free(a);
 	}
 }
