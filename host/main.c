@@ -297,8 +297,7 @@ int main(int argc, char **argv)
 			ao.body_timeout_s = (int)main_number(optarg, "--body-timeout", 1, 3600);
 			break;
 		case 1008:
-			ao.body_min_rate =
-			    (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
+			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
 			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
@@ -317,11 +316,12 @@ int main(int argc, char **argv)
 	}
 	/* One workspace must not be able to hold every worker. */
 	if (ao.max_requests <= ao.max_requests_per_workspace + ao.max_waits_per_workspace) {
-		fprintf(stderr,
-			"cubicled: --max-requests (%d) must be more than --max-requests-per-workspace "
-			"+ --max-waits-per-workspace (%d + %d), or one workspace can hold every "
-			"worker\n",
-			ao.max_requests, ao.max_requests_per_workspace, ao.max_waits_per_workspace);
+		fprintf(
+		    stderr,
+		    "cubicled: --max-requests (%d) must be more than --max-requests-per-workspace "
+		    "+ --max-waits-per-workspace (%d + %d), or one workspace can hold every "
+		    "worker\n",
+		    ao.max_requests, ao.max_requests_per_workspace, ao.max_waits_per_workspace);
 		return 2;
 	}
 	if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {

@@ -48,6 +48,9 @@ struct exchange {
 	bool handler_ran;
 	bool done;     /* under h->lock */
 	bool orphaned; /* under h->lock */
+	bool parked;   /* httpd_park() was called (by the handler's thread) */
+	bool released; /* under h->lock: parked, and its job thread has returned */
+	bool answered; /* under h->lock: parked, answered before its job thread returned */
 	bool headers_sent, close_after;
 	size_t resp_sent;
 	char target[160];
@@ -115,10 +118,10 @@ struct httpd {
 	pthread_cond_t idle;
 	struct exchange *jobs;
 	int running;
-	struct tunnel *tunnels; /* under lock */
-	struct peer *peers[PEER_BUCKETS];	   /* loop thread */
+	struct tunnel *tunnels;			    /* under lock */
+	struct peer *peers[PEER_BUCKETS];	    /* loop thread */
 	struct peer_conn *peer_conns[PEER_BUCKETS]; /* loop thread */
-	struct peer *peer_pending; /* accepted, its wsi not created yet */
+	struct peer *peer_pending;		    /* accepted, its wsi not created yet */
 };
 
 /* ---- responses -------------------------------------------------------------- */
@@ -312,16 +315,9 @@ static int exchange_write(struct httpd *h, struct lws *wsi, struct conn *c)
 
 /* ---- jobs --------------------------------------------------------------------- */
 
-static void *httpd_job(void *arg)
+/* Under h->lock: the exchange's answer is ready (or its client gone). */
+static void exchange_done_locked(struct httpd *h, struct exchange *x)
 {
-	struct exchange *x = arg;
-	struct httpd *h = x->h;
-	x->route.handler(h->o.ctx, &x->req, &x->resp);
-	if (x->route.body_fd >= 0) {
-		close(x->route.body_fd);
-		x->route.body_fd = -1;
-	}
-	pthread_mutex_lock(&h->lock);
 	x->done = true;
 	if (x->orphaned) {
 		struct exchange **pp = &h->jobs;
@@ -332,6 +328,60 @@ static void *httpd_job(void *arg)
 		exchange_free(x);
 	}
 	lws_cancel_service(h->ctx);
+}
+
+struct httpd_parked *httpd_park(struct httpd_request *req)
+{
+	struct exchange *x = lws_container_of(req, struct exchange, req);
+	x->parked = true;
+	return (struct httpd_parked *)x;
+}
+
+struct httpd_response *httpd_parked_response(struct httpd_parked *p)
+{
+	return &((struct exchange *)p)->resp;
+}
+
+bool httpd_parked_gone(struct httpd_parked *p)
+{
+	struct exchange *x = (struct exchange *)p;
+	pthread_mutex_lock(&x->h->lock);
+	bool gone = x->orphaned;
+	pthread_mutex_unlock(&x->h->lock);
+	return gone;
+}
+
+void httpd_parked_done(struct httpd_parked *p)
+{
+	struct exchange *x = (struct exchange *)p;
+	struct httpd *h = x->h;
+	pthread_mutex_lock(&h->lock);
+	if (x->released)
+		exchange_done_locked(h, x);
+	else
+		x->answered = true; /* its job thread is still on the way out: it finishes it */
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void *httpd_job(void *arg)
+{
+	struct exchange *x = arg;
+	struct httpd *h = x->h;
+	x->route.handler(h->o.ctx, &x->req, &x->resp);
+	if (x->route.body_fd >= 0) {
+		close(x->route.body_fd);
+		x->route.body_fd = -1;
+	}
+	pthread_mutex_lock(&h->lock);
+	if (x->parked && !x->answered) {
+		/* Answered later by httpd_parked_done(), without this thread. */
+		x->released = true;
+		h->running--;
+		pthread_cond_broadcast(&h->idle);
+		pthread_mutex_unlock(&h->lock);
+		return NULL;
+	}
+	exchange_done_locked(h, x);
 	h->running--;
 	pthread_cond_broadcast(&h->idle);
 	pthread_mutex_unlock(&h->lock);

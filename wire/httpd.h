@@ -83,6 +83,21 @@ void httpd_add_header(struct httpd_response *resp, const char *name, const char 
 
 typedef void (*httpd_handler)(void *ctx, struct httpd_request *req, struct httpd_response *resp);
 
+/*
+ * Parking: a handler that must wait for something (a state change) without
+ * holding its worker thread calls httpd_park(req) and returns without
+ * answering. The request then holds no thread; whoever got the handle
+ * fills httpd_parked_response() and calls httpd_parked_done() exactly once,
+ * from any thread, even before the handler returned. A client that goes
+ * away meanwhile is seen by httpd_parked_gone(); its answer is dropped.
+ * Parked requests do not count against max_jobs.
+ */
+struct httpd_parked;
+struct httpd_parked *httpd_park(struct httpd_request *req);
+struct httpd_response *httpd_parked_response(struct httpd_parked *p);
+bool httpd_parked_gone(struct httpd_parked *p);
+void httpd_parked_done(struct httpd_parked *p);
+
 enum httpd_body_mode {
 	HTTPD_BODY_MEMORY, /* up to max_body bytes, else 413 */
 	HTTPD_BODY_FD,	   /* written to body_fd as it arrives */

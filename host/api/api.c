@@ -39,6 +39,19 @@ struct api_tenant {
 
 #define API_TENANT_BUCKETS 64
 
+/* A ?wait= request parked (httpd_park) until its computer reaches the
+ * state, its deadline passes or its client leaves: api_waiter answers it. */
+struct api_parked {
+	struct api_parked *next;
+	struct httpd_parked *hp;
+	char id[40], ws[40];
+	bool admin;  /* ws NULL: the admin sees every workspace */
+	bool create; /* POST /v1/computers: 201, and an error names the computer */
+	char state[16], stored[16];
+	int timeout_s;
+	struct timespec deadline; /* CLOCK_MONOTONIC */
+};
+
 struct api {
 	struct core *core;
 	struct store *store;
@@ -54,6 +67,12 @@ struct api {
 	size_t max_body;
 	pthread_mutex_t tenants_lock;
 	struct api_tenant *tenants[API_TENANT_BUCKETS]; /* under tenants_lock */
+	/* Parked waits; lock order: parked_lock, then the core's or httpd's. */
+	pthread_mutex_t parked_lock;
+	struct api_parked *parked; /* under parked_lock */
+	bool waiter_stop;	   /* under parked_lock */
+	bool waiter_started;
+	pthread_t waiter;
 };
 
 /* Who is calling, decided by the router. */
@@ -355,18 +374,143 @@ static int api_query_known(struct httpd_request *req, const char *const *known, 
 	return 0;
 }
 
-/* After an operation: blocks until the computer reaches w->state. */
-static int api_wait(struct api *a, const struct api_wait *w, const char *id, const char *ws,
-		    json_t **out, struct err *e)
+/* An error after a create: the computer exists (and goes on booting), so
+ * the error says which it is. */
+static void api_respond_err_id(struct httpd_response *resp, const struct err *e, const char *id)
 {
-	if (!w->state)
-		return 0;
-	json_t *got = NULL;
-	if (core_wait(a->core, id, ws, w->state, w->timeout_s, &got, e) < 0)
-		return -1;
-	json_decref(*out);
-	*out = got;
-	return 0;
+	json_t *ej = err_to_json(e);
+	json_object_set_new(json_object_get(ej, "error"), "computer_id", json_string(id));
+	httpd_respond_json(resp, err_http_status(e->code), ej);
+}
+
+/* The answer of a wait that ended: the computer's JSON, or why not. */
+static void api_wait_answer(struct api *a, const struct api_parked *w, bool timed_out,
+			    const char *now, struct httpd_response *resp)
+{
+	struct err e = {0};
+	json_t *out = NULL;
+	int rc = timed_out ? err_set(&e, ERR_TIMEOUT, "computer %s is still %s after %d s", w->id,
+				     now, w->timeout_s)
+			   : core_get(a->core, w->id, w->admin ? NULL : w->ws, &out, &e);
+	if (rc == 0)
+		httpd_respond_json(resp, w->create ? 201 : 200, out);
+	else if (w->create)
+		api_respond_err_id(resp, &e, w->id);
+	else
+		httpd_respond_err(resp, &e);
+}
+
+/*
+ * The waiter: one thread answers every parked wait. It looks at them after
+ * each state change of any computer (core_await_change) and at least every
+ * 250 ms (deadlines, clients that left, waits parked meanwhile).
+ */
+static void *api_waiter(void *arg)
+{
+	struct api *a = arg;
+	for (;;) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		struct api_parked *ended = NULL;
+		pthread_mutex_lock(&a->parked_lock);
+		bool stop = a->waiter_stop;
+		struct api_parked **pp = &a->parked;
+		while (*pp) {
+			struct api_parked *w = *pp;
+			char now[16];
+			bool over =
+			    stop || httpd_parked_gone(w->hp) ||
+			    core_wait_over(a->core, w->id, w->state, w->stored, now) ||
+			    t.tv_sec > w->deadline.tv_sec ||
+			    (t.tv_sec == w->deadline.tv_sec && t.tv_nsec >= w->deadline.tv_nsec);
+			if (over) {
+				*pp = w->next;
+				w->next = ended;
+				ended = w;
+			} else {
+				pp = &w->next;
+			}
+		}
+		pthread_mutex_unlock(&a->parked_lock);
+		while (ended) {
+			struct api_parked *w = ended;
+			ended = w->next;
+			char now[16];
+			struct httpd_response *resp = httpd_parked_response(w->hp);
+			if (stop) {
+				struct err e = {0};
+				err_set(&e, ERR_UNAVAILABLE,
+					"cubicled is stopping; wait again later");
+				httpd_respond_err(resp, &e);
+			} else if (!httpd_parked_gone(w->hp)) {
+				bool reached =
+				    core_wait_over(a->core, w->id, w->state, w->stored, now);
+				api_wait_answer(a, w, !reached, now, resp);
+			}
+			httpd_parked_done(w->hp);
+			free(w);
+		}
+		if (stop)
+			return NULL;
+		core_await_change(a->core, 250);
+	}
+}
+
+/*
+ * After an operation that answered `out` (stolen): answers now, or, with
+ * ?wait=, when the computer reaches the state. A wait that is not over at
+ * once is parked: it holds no worker thread while it waits.
+ */
+static void api_answer_wait(struct api *a, struct httpd_request *req, struct httpd_response *resp,
+			    const struct api_wait *wt, const char *id, const char *ws, bool create,
+			    json_t *out)
+{
+	if (!wt->state) {
+		httpd_respond_json(resp, create ? 201 : 200, out);
+		return;
+	}
+	json_decref(out);
+	struct api_parked *w = calloc(1, sizeof *w);
+	struct err e = {0};
+	char now[16];
+	if (!w) {
+		err_set(&e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	snprintf(w->id, sizeof w->id, "%s", id);
+	snprintf(w->ws, sizeof w->ws, "%s", ws ? ws : "");
+	w->admin = !ws;
+	w->create = create;
+	snprintf(w->state, sizeof w->state, "%s", wt->state);
+	w->timeout_s = wt->timeout_s;
+	clock_gettime(CLOCK_MONOTONIC, &w->deadline);
+	w->deadline.tv_sec += wt->timeout_s;
+	if (core_wait_begin(a->core, id, ws, w->stored, &e) < 0)
+		goto fail;
+	if (core_wait_over(a->core, id, w->state, w->stored, now) || wt->timeout_s == 0) {
+		api_wait_answer(a, w,
+				strcmp(now, w->state) != 0 && strcmp(now, "error") != 0 &&
+				    strcmp(now, "deleted") != 0,
+				now, resp);
+		free(w);
+		return;
+	}
+	pthread_mutex_lock(&a->parked_lock);
+	if (!a->waiter_stop) {
+		w->hp = httpd_park(req);
+		w->next = a->parked;
+		a->parked = w;
+		pthread_mutex_unlock(&a->parked_lock);
+		return;
+	}
+	pthread_mutex_unlock(&a->parked_lock);
+	err_set(&e, ERR_UNAVAILABLE, "cubicled is stopping; wait again later");
+fail:
+	free(w);
+	if (create)
+		api_respond_err_id(resp, &e, id);
+	else
+		httpd_respond_err(resp, &e);
 }
 
 static const char *const api_wait_query[] = {"wait", "timeout_s", NULL};
@@ -398,15 +542,7 @@ static void api_computers(void *ctx, struct httpd_request *req, struct httpd_res
 	json_decref(body);
 	char id[40];
 	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
-	if (api_wait(a, &w, id, api_ws(c), &out, &e) < 0) {
-		/* The computer exists (and goes on booting): say which it is. */
-		json_t *ej = err_to_json(&e);
-		json_object_set_new(json_object_get(ej, "error"), "computer_id", json_string(id));
-		httpd_respond_json(resp, err_http_status(e.code), ej);
-		json_decref(out);
-		return;
-	}
-	httpd_respond_json(resp, 201, out);
+	api_answer_wait(a, req, resp, &w, id, api_ws(c), true, out);
 }
 
 static void api_computer(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -426,8 +562,9 @@ static void api_computer(void *ctx, struct httpd_request *req, struct httpd_resp
 	else if (rc == 0)
 		rc = core_get(a->core, c->id, api_ws(c), &out, &e);
 	if (rc == 0)
-		rc = api_wait(a, &w, c->id, api_ws(c), &out, &e);
-	api_answer(resp, rc, 200, out, &e);
+		api_answer_wait(a, req, resp, &w, c->id, api_ws(c), false, out);
+	else
+		httpd_respond_err(resp, &e);
 }
 
 static void api_action(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -1041,6 +1178,7 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	a->max_waits_ws = o->max_waits_per_workspace > 0 ? o->max_waits_per_workspace : 16;
 	a->max_body = o->max_body > 0 ? o->max_body : 1u << 20;
 	pthread_mutex_init(&a->tenants_lock, NULL);
+	pthread_mutex_init(&a->parked_lock, NULL);
 	mkdir(a->spool_dir, 0700);
 	struct httpd_opts ho = {
 	    .listen = o->listen,
@@ -1058,12 +1196,19 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	};
 	a->mcp = mcp_create(core, a, o->mcp_origins, e);
 	a->httpd = a->mcp ? httpd_create(&ho, e) : NULL;
+	if (a->httpd && pthread_create(&a->waiter, NULL, api_waiter, a) != 0) {
+		err_set(e, ERR_INTERNAL, "cannot start the waiter thread");
+		httpd_destroy(a->httpd);
+		a->httpd = NULL;
+	}
 	if (!a->httpd) {
 		mcp_destroy(a->mcp);
+		pthread_mutex_destroy(&a->parked_lock);
 		pthread_mutex_destroy(&a->tenants_lock);
 		free(a);
 		return NULL;
 	}
+	a->waiter_started = true;
 	core_on_close_streams(core, api_close_streams, a);
 	return a;
 }
@@ -1085,7 +1230,18 @@ void api_stop(struct api *a)
 
 void api_destroy(struct api *a)
 {
-	if (a && httpd_destroy(a->httpd) == 0) {
+	if (!a)
+		return;
+	/* The parked waits are httpd's exchanges: answer them (the loop has
+	 * stopped, so nothing is sent) before httpd frees them. */
+	if (a->waiter_started) {
+		pthread_mutex_lock(&a->parked_lock);
+		a->waiter_stop = true;
+		pthread_mutex_unlock(&a->parked_lock);
+		pthread_join(a->waiter, NULL);
+		a->waiter_started = false;
+	}
+	if (httpd_destroy(a->httpd) == 0) {
 		mcp_destroy(a->mcp);
 		for (int b = 0; b < API_TENANT_BUCKETS; b++) {
 			while (a->tenants[b]) {
@@ -1094,6 +1250,7 @@ void api_destroy(struct api *a)
 				free(t);
 			}
 		}
+		pthread_mutex_destroy(&a->parked_lock);
 		pthread_mutex_destroy(&a->tenants_lock);
 		free(a);
 	}
