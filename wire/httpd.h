@@ -9,7 +9,10 @@
  * Once the body is complete the handler runs on a worker thread, fills a
  * response (bytes in memory, or a file descriptor streamed a chunk per
  * writable callback) and the loop sends it. A client that goes away
- * mid-request orphans the worker's result, which is then dropped.
+ * mid-request orphans the worker's result, which is then dropped. A
+ * handler that must wait long may park its request (httpd_park) instead of
+ * holding its thread. Slow or greedy clients are bounded: connections per
+ * address, header and body deadlines, body sizes (httpd_opts).
  */
 #ifndef CUBICLE_WIRE_HTTPD_H
 #define CUBICLE_WIRE_HTTPD_H
