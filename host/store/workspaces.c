@@ -264,7 +264,7 @@ int store_keys_reload_locked(struct store *s, struct err *e)
 	if (rc == 0 && step != SQLITE_DONE)
 		rc = store_db_error(s, "loading the API keys", e);
 	store_stmt_done(st);
-	if (rc == 0)
+	if (rc == 0 && n > 1)
 		qsort(keys, n, sizeof *keys, store_keyent_cmp);
 	pthread_mutex_lock(&s->keys_lock);
 	/* On failure no key authenticates (503) rather than a revoked one still
