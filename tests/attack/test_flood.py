@@ -360,6 +360,18 @@ class SlowClients(unittest.TestCase):
         self.assertEqual(self.srv.ok("GET", "/v1/computers", key=self.key)["computers"], [])
 
 
+class Sessions(unittest.TestCase):
+    def test_a_fifo_in_a_session_does_not_hold_a_worker(self):
+        # A guest can leave a FIFO in its session's files; downloading it
+        # must not wait for a writer (a worker held forever).
+        srv.ok("PUT", "/v1/sessions/fifo/files?path=input/a.txt", b"hello", key=key_a)
+        fifo = os.path.join(srv.state, "sessions", ws_a, "fifo", "input", "pipe")
+        os.mkfifo(fifo)
+        r = srv.req("GET", "/v1/sessions/fifo/files?path=input/pipe", key=key_a, timeout=30)
+        self.assertEqual(r.status, 400, r.body[:300])
+        self.assertEqual(r.json["error"]["param"], "path")
+
+
 class Unauthenticated(unittest.TestCase):
     def test_unauthenticated_flood_does_not_starve_tenants(self):
         stop = threading.Event()
