@@ -112,6 +112,7 @@ class Flood:
 
     def __init__(self):
         self.socks = []
+        self.answered = {}
 
     def open(self, n, payload, per_addr=40, first=30):
         for i in range(n):
@@ -120,9 +121,9 @@ class Flood:
             self.socks.append(s)
 
     def answers(self, timeout=0.5):
-        """Reads the answers that are there now: {socket: (status, headers, body)}."""
-        out = {}
-        pending = list(self.socks)
+        """Reads the answers that came: {socket: (status, headers, body) or None},
+        all of them so far."""
+        pending = [s for s in self.socks if s not in self.answered]
         while pending:
             ready, _, _ = select.select(pending, [], [], timeout)
             if not ready:
@@ -130,8 +131,8 @@ class Flood:
             for s in ready:
                 pending.remove(s)
                 s.settimeout(10)
-                out[s] = read_answer(s)
-        return out
+                self.answered[s] = read_answer(s)
+        return self.answered
 
     def close(self):
         for s in self.socks:
@@ -147,9 +148,9 @@ class LongWaits(unittest.TestCase):
             flood.open(300, request_bytes("GET", path, key_a))
             # The waits past A's budget are refused at once with 429 and
             # Retry-After; the ones within it stay open.
-            refused = {}
-            wait_until(lambda: refused.update(flood.answers()) or len(refused) >= 300 - 16,
+            wait_until(lambda: len(flood.answers()) >= 300 - 16,
                        timeout=60, what="A's waits past its limit to be refused")
+            refused = flood.answers(timeout=1)
             for s, a in refused.items():
                 self.assertIsNotNone(a, "a wait's connection closed without an answer")
                 status, headers, body = a
@@ -174,9 +175,9 @@ class LongWaits(unittest.TestCase):
             flood.open(100, request_bytes(
                 "POST", "/v1/computers/%s/actions/bash" % sandbox_a, key_a, body,
                 {"Content-Type": "application/json"}))
-            refused = {}
-            wait_until(lambda: refused.update(flood.answers()) or len(refused) >= 100 - 32,
+            wait_until(lambda: len(flood.answers()) >= 100 - 32,
                        timeout=60, what="A's requests past its limit to be refused")
+            refused = flood.answers(timeout=1)
             for s, a in refused.items():
                 self.assertIsNotNone(a)
                 status, headers, body = a
@@ -184,6 +185,7 @@ class LongWaits(unittest.TestCase):
                 self.assertIn("retry-after", headers)
                 self.assertEqual(json.loads(body)["error"]["limit"],
                                  "max_requests_per_workspace")
+            self.assertEqual(len(refused), 100 - 32)
             victim_ok(self)
         finally:
             flood.close()
