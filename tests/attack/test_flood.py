@@ -23,18 +23,18 @@ from attack import Cubicled, wait_until
 
 srv = None
 ws_a = key_a = ws_b = key_b = None
-sandbox_a = desktop_b = None
+computer_a = desktop_b = None
 
 
 def setUpModule():
-    global srv, ws_a, key_a, ws_b, key_b, sandbox_a, desktop_b
+    global srv, ws_a, key_a, ws_b, key_b, computer_a, desktop_b
     # Default limits, so that the same test shows the holes in a build
     # without them; only the slow-client deadlines are shortened (below).
     srv = Cubicled().start()
     try:
         ws_a, key_a = srv.workspace("flooder")
         ws_b, key_b = srv.workspace("victim")
-        sandbox_a = srv.computer(key_a, kind="sandbox")["id"]
+        computer_a = srv.computer(key_a, kind="desktop")["id"]
         desktop_b = srv.computer(key_b, kind="desktop")["id"]
     except Exception:
         srv.stop()
@@ -144,7 +144,7 @@ class LongWaits(unittest.TestCase):
     def test_300_waits_from_one_workspace_leave_the_others_alone(self):
         flood = Flood()
         try:
-            path = "/v1/computers/%s?wait=deleted&timeout_s=600" % sandbox_a
+            path = "/v1/computers/%s?wait=deleted&timeout_s=600" % computer_a
             flood.open(300, request_bytes("GET", path, key_a))
             # The waits past A's budget are refused at once with 429 and
             # Retry-After; the ones within it stay open.
@@ -162,7 +162,7 @@ class LongWaits(unittest.TestCase):
             self.assertEqual(len(refused), 300 - 16)
             victim_ok(self)
             # A's normal requests still have their own budget.
-            r = srv.req("GET", "/v1/computers/" + sandbox_a, key=key_a)
+            r = srv.req("GET", "/v1/computers/" + computer_a, key=key_a)
             self.assertEqual(r.status, 200, r.body[:300])
         finally:
             flood.close()
@@ -173,7 +173,7 @@ class LongWaits(unittest.TestCase):
             # Each holds a worker for as long as its command runs.
             body = json.dumps({"command": "sleep 120", "timeout_s": 150}).encode()
             flood.open(100, request_bytes(
-                "POST", "/v1/computers/%s/actions/bash" % sandbox_a, key_a, body,
+                "POST", "/v1/computers/%s/actions/bash" % computer_a, key_a, body,
                 {"Content-Type": "application/json"}))
             wait_until(lambda: len(flood.answers()) >= 100 - 32,
                        timeout=60, what="A's requests past its limit to be refused")
@@ -192,9 +192,9 @@ class LongWaits(unittest.TestCase):
             # The commands go on in the guest: end them (as the admin, whom
             # no budget limits), so that A has its budget back (the
             # handlers return when bash does).
-            srv.req("POST", "/v1/computers/%s/actions/bash" % sandbox_a,
+            srv.req("POST", "/v1/computers/%s/actions/bash" % computer_a,
                     {"command": "pkill -f 'sleep 12[0]'; true"})
-            wait_until(lambda: srv.req("POST", "/v1/computers/%s/actions/bash" % sandbox_a,
+            wait_until(lambda: srv.req("POST", "/v1/computers/%s/actions/bash" % computer_a,
                                        {"command": "true"}, key=key_a).status == 200,
                        timeout=60, what="A's budget back")
 
