@@ -145,22 +145,37 @@ def clicks(srv, key, cid, n):
     return samples, failures
 
 
+def cpu_s(pid):
+    """CPU seconds (user + system) a process has used."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(srv, key, cid, n):
+    """clicks(), plus cubicled's CPU use meanwhile (% of one core)."""
+    c0, t0 = cpu_s(srv.proc.pid), time.monotonic()
+    samples, failures = clicks(srv, key, cid, n)
+    cpu = 100 * (cpu_s(srv.proc.pid) - c0) / (time.monotonic() - t0)
+    return samples, failures, cpu
+
+
 def main():
     srv = Cubicled().start()
     try:
         ws_a, key_a = srv.workspace("flooder")
         ws_b, key_b = srv.workspace("victim")
-        sandbox = srv.computer(key_a, kind="sandbox")["id"]
+        target = srv.computer(key_a, kind="desktop")["id"]
         desktop = srv.computer(key_b, kind="desktop")["id"]
         clicks(srv, key_b, desktop, 20)  # warm up
-        idle, idle_fail = clicks(srv, key_b, desktop, CLICKS)
+        idle, idle_fail, idle_cpu = measured(srv, key_b, desktop, CLICKS)
         stop, out = multiprocessing.Event(), multiprocessing.Queue()
-        flood = multiprocessing.Process(target=Flood(srv, key_a, sandbox).run,
+        flood = multiprocessing.Process(target=Flood(srv, key_a, target).run,
                                         args=(stop, out))
         flood.start()
         try:
             time.sleep(3)  # let the flood fill A's budgets
-            loaded, loaded_fail = clicks(srv, key_b, desktop, CLICKS)
+            loaded, loaded_fail, loaded_cpu = measured(srv, key_b, desktop, CLICKS)
         finally:
             stop.set()
             counts = out.get(timeout=120)
@@ -171,7 +186,9 @@ def main():
         table("B's left_click through cubicled while workspace A floods (%d clicks each)" % CLICKS,
               [("p50 (ms)", "%.2f" % i50, "%.2f" % l50),
                ("p99 (ms)", "%.2f" % i99, "%.2f" % l99),
-               ("B's failures", fails(idle_fail), fails(loaded_fail))],
+               ("B's failures", fails(idle_fail), fails(loaded_fail)),
+               ("cubicled CPU (% of a core)", "%.0f" % idle_cpu, "%.0f" % loaded_cpu),
+               ("load average (1 min) after", "", "%.1f" % os.getloadavg()[0])],
               ["", "idle", "under A's flood"])
         print("A's flood got: " + ", ".join("%s: %d" % kv for kv in sorted(counts.items())))
     finally:
