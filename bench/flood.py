@@ -119,6 +119,21 @@ class Flood:
         out.put(self.counts)
 
 
+def healthz(srv, n):
+    """n GET /healthz over one keep-alive connection (no guest on the path)."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        conn.request("GET", "/healthz")
+        r = conn.getresponse()
+        r.read()
+        if r.status == 200:
+            out.append((time.perf_counter() - t) * 1e3)
+    conn.close()
+    return out
+
+
 def clicks(srv, key, cid, n):
     """n left_clicks over one keep-alive connection: (ms samples, failures)."""
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
@@ -169,6 +184,7 @@ def main():
         desktop = srv.computer(key_b, kind="desktop")["id"]
         clicks(srv, key_b, desktop, 20)  # warm up
         idle, idle_fail, idle_cpu = measured(srv, key_b, desktop, CLICKS)
+        idle_h = healthz(srv, 100)
         stop, out = multiprocessing.Event(), multiprocessing.Queue()
         flood = multiprocessing.Process(target=Flood(srv, key_a, target).run,
                                         args=(stop, out))
@@ -176,6 +192,7 @@ def main():
         try:
             time.sleep(3)  # let the flood fill A's budgets
             loaded, loaded_fail, loaded_cpu = measured(srv, key_b, desktop, CLICKS)
+            loaded_h = healthz(srv, 100)
         finally:
             stop.set()
             counts = out.get(timeout=120)
@@ -187,6 +204,8 @@ def main():
               [("p50 (ms)", "%.2f" % i50, "%.2f" % l50),
                ("p99 (ms)", "%.2f" % i99, "%.2f" % l99),
                ("B's failures", fails(idle_fail), fails(loaded_fail)),
+               ("/healthz p50 / p99 (ms), 100 each", "%.2f / %.2f" % stats(idle_h),
+                "%.2f / %.2f" % stats(loaded_h) if loaded_h else "all failed"),
                ("cubicled CPU (% of a core)", "%.0f" % idle_cpu, "%.0f" % loaded_cpu),
                ("load average (1 min) after", "", "%.1f" % os.getloadavg()[0])],
               ["", "idle", "under A's flood"])
