@@ -79,6 +79,17 @@ static void main_usage(FILE *to)
 	      "  --max-stopped-per-workspace N  stopped computers per workspace (default 20)\n"
 	      "  --session-quota-mb N      a workspace's session storage (default 10240;\n"
 	      "                            0 = unlimited)\n"
+	      "  --max-requests N          requests running at once, all callers (default 256)\n"
+	      "  --max-requests-per-workspace N  in flight per workspace (default 32; the\n"
+	      "                            requests without a key share one such budget)\n"
+	      "  --max-waits-per-workspace N  ?wait= requests in flight per workspace\n"
+	      "                            (default 16)\n"
+	      "  --max-conns-per-addr N    open connections per client address (default 64)\n"
+	      "  --max-body BYTES          JSON body of a request with a key (default 1048576)\n"
+	      "  --max-body-anonymous BYTES  body of a request without a key (default 4096)\n"
+	      "  --header-timeout S        request headers complete within (default 10)\n"
+	      "  --body-timeout S          a body arrives within S (default 30), plus 1 s\n"
+	      "  --body-min-rate BYTES     per this many bytes received (default 16384)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -189,6 +200,17 @@ int main(int argc, char **argv)
 	struct runner_config rc = {0};
 	struct envd_limits envd_limits = {0};
 	bool session_quota_set = false;
+	struct api_opts ao = {
+	    .max_requests = 256,
+	    .max_requests_per_workspace = 32,
+	    .max_waits_per_workspace = 16,
+	    .max_conns_per_addr = 64,
+	    .max_body = 1u << 20,
+	    .max_body_anonymous = 4096,
+	    .header_timeout_s = 10,
+	    .body_timeout_s = 30,
+	    .body_min_rate = 16384,
+	};
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -228,6 +250,15 @@ int main(int argc, char **argv)
 	    {"max-stopped-per-workspace", required_argument, NULL, 0x105},
 	    {"session-quota-mb", required_argument, NULL, 0x106},
 	    {"max-envd-answers-mb", required_argument, NULL, 0x107},
+	    {"max-requests", required_argument, NULL, 0x200},
+	    {"max-requests-per-workspace", required_argument, NULL, 0x201},
+	    {"max-waits-per-workspace", required_argument, NULL, 0x202},
+	    {"max-conns-per-addr", required_argument, NULL, 0x203},
+	    {"max-body", required_argument, NULL, 0x204},
+	    {"max-body-anonymous", required_argument, NULL, 0x205},
+	    {"header-timeout", required_argument, NULL, 0x206},
+	    {"body-timeout", required_argument, NULL, 0x207},
+	    {"body-min-rate", required_argument, NULL, 0x208},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -353,6 +384,37 @@ int main(int argc, char **argv)
 			envd_limits.max_answers =
 			    (size_t)main_number(optarg, "--max-envd-answers-mb", 1, 1 << 20) << 20;
 			break;
+		case 0x200:
+			ao.max_requests = (int)main_number(optarg, "--max-requests", 2, 100000);
+			break;
+		case 0x201:
+			ao.max_requests_per_workspace =
+			    (int)main_number(optarg, "--max-requests-per-workspace", 1, 100000);
+			break;
+		case 0x202:
+			ao.max_waits_per_workspace =
+			    (int)main_number(optarg, "--max-waits-per-workspace", 1, 100000);
+			break;
+		case 0x203:
+			ao.max_conns_per_addr =
+			    (int)main_number(optarg, "--max-conns-per-addr", 1, 100000);
+			break;
+		case 0x204:
+			ao.max_body = (size_t)main_number(optarg, "--max-body", 1024, 1ll << 30);
+			break;
+		case 0x205:
+			ao.max_body_anonymous =
+			    (size_t)main_number(optarg, "--max-body-anonymous", 256, 1 << 20);
+			break;
+		case 0x206:
+			ao.header_timeout_s = (int)main_number(optarg, "--header-timeout", 1, 3600);
+			break;
+		case 0x207:
+			ao.body_timeout_s = (int)main_number(optarg, "--body-timeout", 1, 3600);
+			break;
+		case 0x208:
+			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
+			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
 			return 0;
@@ -366,6 +428,16 @@ int main(int argc, char **argv)
 	}
 	if (!state_dir || optind != argc) {
 		main_usage(stderr);
+		return 2;
+	}
+	/* One workspace must not be able to hold every worker. */
+	if (ao.max_requests <= ao.max_requests_per_workspace + ao.max_waits_per_workspace) {
+		fprintf(
+		    stderr,
+		    "cubicled: --max-requests (%d) must be more than --max-requests-per-workspace "
+		    "+ --max-waits-per-workspace (%d + %d), or one workspace can hold every "
+		    "worker\n",
+		    ao.max_requests, ao.max_requests_per_workspace, ao.max_waits_per_workspace);
 		return 2;
 	}
 	if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
@@ -450,19 +522,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cubicled: %s\n", e.message);
 		return 1;
 	}
-	struct api_opts ao = {
-	    .listen = listen,
-	    .admin_key = admin,
-	    .spool_dir = spool,
-	    .stream_key = stream_key,
-	    .web_dir = web_dir,
-	    .frame_ancestors = frame_ancestors,
-	    .stream_ttl_max_s = stream_ttl_max,
-	    .stream_max_s = stream_max,
-	    .streams_per_computer = streams_per_computer,
-	    .mcp_origins = mcp_origins,
-	    .runner = runner,
-	};
+	ao.listen = listen;
+	ao.admin_key = admin;
+	ao.spool_dir = spool;
+	ao.stream_key = stream_key;
+	ao.web_dir = web_dir;
+	ao.frame_ancestors = frame_ancestors;
+	ao.stream_ttl_max_s = stream_ttl_max;
+	ao.stream_max_s = stream_max;
+	ao.mcp_origins = mcp_origins;
+	ao.streams_per_computer = streams_per_computer;
+	ao.runner = runner;
 	main_api = api_create(core, store, &ao, &e);
 	if (!main_api) {
 		fprintf(stderr, "cubicled: %s\n", e.message);

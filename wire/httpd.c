@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,10 +48,17 @@ struct exchange {
 	bool handler_ran;
 	bool done;     /* under h->lock */
 	bool orphaned; /* under h->lock */
+	bool parked;   /* httpd_park() was called (by the handler's thread) */
+	bool released; /* under h->lock: parked, and its job thread has returned */
+	bool answered; /* under h->lock: parked, answered before its job thread returned */
 	bool headers_sent, close_after;
 	size_t resp_sent;
 	char target[160];
 	struct timespec t0;
+	/* The body's deadline (loop thread): body_timeout_s after the headers,
+	 * plus 1 s per body_min_rate bytes received. */
+	lws_sorted_usec_list_t body_sul;
+	uint64_t body_got;
 };
 
 struct conn {
@@ -82,6 +90,25 @@ struct tunnel_conn {
 
 static void tunnel_reap(struct httpd *h);
 
+/* Open connections per client address (opts.max_conns_per_addr), loop
+ * thread only. A connection is counted when accepted (FILTER_NETWORK_
+ * CONNECTION, which knows the address) and tied to its wsi by the
+ * WSI_CREATE that lws sends right after for it; WSI_DESTROY uncounts it. */
+#define PEER_BUCKETS 256
+
+struct peer {
+	struct peer *next;
+	int family;
+	unsigned char addr[16];
+	int conns;
+};
+
+struct peer_conn {
+	struct peer_conn *next;
+	const struct lws *wsi;
+	struct peer *p;
+};
+
 struct httpd {
 	struct httpd_opts o;
 	struct lws_context *ctx;
@@ -92,7 +119,10 @@ struct httpd {
 	pthread_cond_t idle;
 	struct exchange *jobs;
 	int running;
-	struct tunnel *tunnels; /* under lock */
+	struct tunnel *tunnels;			    /* under lock */
+	struct peer *peers[PEER_BUCKETS];	    /* loop thread */
+	struct peer_conn *peer_conns[PEER_BUCKETS]; /* loop thread */
+	struct peer *peer_pending;		    /* accepted, its wsi not created yet */
 };
 
 /* ---- responses -------------------------------------------------------------- */
@@ -153,6 +183,10 @@ void httpd_respond_err_detail(struct httpd_response *resp, const struct err *e, 
 
 static void exchange_free(struct exchange *x)
 {
+	/* Scheduled only while the body arrives (loop thread); a worker frees
+	 * an exchange only after that, when this is a no-op. */
+	lws_sul_cancel(&x->body_sul);
+	json_decref(x->route.err_detail);
 	free(x->req.body);
 	for (size_t i = 0; i < x->req.nquery; i++)
 		free(x->req.query[i]);
@@ -176,13 +210,31 @@ static double exchange_ms(const struct exchange *x)
 	return (double)(t.tv_sec - x->t0.tv_sec) * 1e3 + (double)(t.tv_nsec - x->t0.tv_nsec) / 1e6;
 }
 
-/* Answers now, before the body was read: the connection closes afterwards. */
-static void exchange_answer_early(struct exchange *x, const struct err *e)
+/* Answers now, before the body was read: the connection closes afterwards.
+ * retry_after_s > 0 adds Retry-After; detail's members (stolen) go into the
+ * "error" object. */
+static void exchange_answer_early_ex(struct exchange *x, const struct err *e, int retry_after_s,
+				     json_t *detail)
 {
-	httpd_respond_err(&x->resp, e);
+	lws_sul_cancel(&x->body_sul);
+	json_t *j = err_to_json(e);
+	if (json_is_object(detail))
+		json_object_update(json_object_get(j, "error"), detail);
+	json_decref(detail);
+	httpd_respond_json(&x->resp, err_http_status(e->code), j);
+	if (retry_after_s > 0) {
+		char v[16];
+		snprintf(v, sizeof v, "%d", retry_after_s);
+		httpd_add_header(&x->resp, "retry-after:", v);
+	}
 	x->state = X_RESPOND;
 	x->close_after = true;
 	lws_callback_on_writable(x->wsi);
+}
+
+static void exchange_answer_early(struct exchange *x, const struct err *e)
+{
+	exchange_answer_early_ex(x, e, 0, NULL);
 }
 
 static int httpd_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
@@ -264,16 +316,9 @@ static int exchange_write(struct httpd *h, struct lws *wsi, struct conn *c)
 
 /* ---- jobs --------------------------------------------------------------------- */
 
-static void *httpd_job(void *arg)
+/* Under h->lock: the exchange's answer is ready (or its client gone). */
+static void exchange_done_locked(struct httpd *h, struct exchange *x)
 {
-	struct exchange *x = arg;
-	struct httpd *h = x->h;
-	x->route.handler(h->o.ctx, &x->req, &x->resp);
-	if (x->route.body_fd >= 0) {
-		close(x->route.body_fd);
-		x->route.body_fd = -1;
-	}
-	pthread_mutex_lock(&h->lock);
 	x->done = true;
 	if (x->orphaned) {
 		struct exchange **pp = &h->jobs;
@@ -284,6 +329,60 @@ static void *httpd_job(void *arg)
 		exchange_free(x);
 	}
 	lws_cancel_service(h->ctx);
+}
+
+struct httpd_parked *httpd_park(struct httpd_request *req)
+{
+	struct exchange *x = lws_container_of(req, struct exchange, req);
+	x->parked = true;
+	return (struct httpd_parked *)x;
+}
+
+struct httpd_response *httpd_parked_response(struct httpd_parked *p)
+{
+	return &((struct exchange *)p)->resp;
+}
+
+bool httpd_parked_gone(struct httpd_parked *p)
+{
+	struct exchange *x = (struct exchange *)p;
+	pthread_mutex_lock(&x->h->lock);
+	bool gone = x->orphaned;
+	pthread_mutex_unlock(&x->h->lock);
+	return gone;
+}
+
+void httpd_parked_done(struct httpd_parked *p)
+{
+	struct exchange *x = (struct exchange *)p;
+	struct httpd *h = x->h;
+	pthread_mutex_lock(&h->lock);
+	if (x->released)
+		exchange_done_locked(h, x);
+	else
+		x->answered = true; /* its job thread is still on the way out: it finishes it */
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void *httpd_job(void *arg)
+{
+	struct exchange *x = arg;
+	struct httpd *h = x->h;
+	x->route.handler(h->o.ctx, &x->req, &x->resp);
+	if (x->route.body_fd >= 0) {
+		close(x->route.body_fd);
+		x->route.body_fd = -1;
+	}
+	pthread_mutex_lock(&h->lock);
+	if (x->parked && !x->answered) {
+		/* Answered later by httpd_parked_done(), without this thread. */
+		x->released = true;
+		h->running--;
+		pthread_cond_broadcast(&h->idle);
+		pthread_mutex_unlock(&h->lock);
+		return NULL;
+	}
+	exchange_done_locked(h, x);
 	h->running--;
 	pthread_cond_broadcast(&h->idle);
 	pthread_mutex_unlock(&h->lock);
@@ -300,7 +399,7 @@ static void exchange_start(struct httpd *h, struct exchange *x)
 		x->handler_ran = false;
 		err_set(&e, ERR_UNAVAILABLE,
 			"the server is busy (%d requests running); retry shortly", h->o.max_jobs);
-		exchange_answer_early(x, &e);
+		exchange_answer_early_ex(x, &e, 1, NULL);
 		return;
 	}
 	pthread_attr_t attr;
@@ -463,8 +562,38 @@ static void request_fill_req(struct lws *wsi, struct httpd_request *req, char *t
 
 static void exchange_body_done(struct httpd *h, struct exchange *x)
 {
+	lws_sul_cancel(&x->body_sul);
 	if (x->state == X_ROUTED)
 		exchange_start(h, x);
+}
+
+/* The body is late: 408 and close (loop thread, from lws's timer list). */
+static void exchange_body_late(lws_sorted_usec_list_t *sul)
+{
+	struct exchange *x = lws_container_of(sul, struct exchange, body_sul);
+	if (x->state != X_ROUTED)
+		return;
+	fprintf(stderr, "%s: %s: the body is late (%llu bytes in %.0f ms): cut off\n",
+		x->h->o.log_prefix, x->target, (unsigned long long)x->body_got, exchange_ms(x));
+	x->state = X_RESPOND;
+	httpd_respond_json(&x->resp, 408,
+			   json_pack("{s:{s:s, s:s}}", "error", "code", "request_timeout",
+				     "message",
+				     "the request body arrived too slowly; the connection is "
+				     "closed"));
+	x->close_after = true;
+	lws_callback_on_writable(x->wsi);
+}
+
+/* (Re)arms the body's deadline from what has arrived so far. */
+static void exchange_body_deadline(struct exchange *x)
+{
+	struct httpd *h = x->h;
+	double allowed_s =
+	    (double)h->o.body_timeout_s + (double)x->body_got / (double)h->o.body_min_rate;
+	double left_ms = allowed_s * 1e3 - exchange_ms(x);
+	lws_usec_t us = left_ms > 0 ? (lws_usec_t)(left_ms * 1e3) : 1;
+	lws_sul_schedule(h->ctx, 0, &x->body_sul, exchange_body_late, us);
 }
 
 static int exchange_route(struct httpd *h, struct lws *wsi, struct conn *c)
@@ -481,7 +610,9 @@ static int exchange_route(struct httpd *h, struct lws *wsi, struct conn *c)
 	request_fill(wsi, x);
 	struct err e = {0};
 	if (h->o.router(h->o.ctx, &x->req, &x->route, &e) < 0) {
-		exchange_answer_early(x, &e);
+		json_t *detail = x->route.err_detail;
+		x->route.err_detail = NULL;
+		exchange_answer_early_ex(x, &e, x->route.retry_after_s, detail);
 		return 0;
 	}
 	x->req.user = x->route.user;
@@ -501,6 +632,8 @@ static int exchange_route(struct httpd *h, struct lws *wsi, struct conn *c)
 			lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0;
 	if (!has_body)
 		exchange_body_done(h, x);
+	else
+		exchange_body_deadline(x);
 	return 0;
 }
 
@@ -509,6 +642,8 @@ static int exchange_body(struct exchange *x, const void *in, size_t len)
 	struct err e = {0};
 	if (x->state != X_ROUTED)
 		return 0; /* answered early: drop it */
+	x->body_got += len;
+	exchange_body_deadline(x);
 	if (x->route.body == HTTPD_BODY_FD) {
 		const char *p = in;
 		size_t left = len;
@@ -556,6 +691,125 @@ static int exchange_body(struct exchange *x, const void *in, size_t len)
 	return 0;
 }
 
+/* ---- connections per client address ----------------------------------------------- */
+
+static unsigned peer_hash(const unsigned char *b, size_t n)
+{
+	unsigned v = 2166136261u; /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		v = (v ^ b[i]) * 16777619u;
+	return v % PEER_BUCKETS;
+}
+
+static unsigned peer_conn_hash(const struct lws *wsi)
+{
+	return (unsigned)(((uintptr_t)wsi >> 4) % PEER_BUCKETS);
+}
+
+static void peer_release(struct httpd *h, struct peer *p)
+{
+	if (--p->conns > 0)
+		return;
+	struct peer **pp = &h->peers[peer_hash(p->addr, sizeof p->addr)];
+	while (*pp && *pp != p)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = p->next;
+	free(p);
+}
+
+/* Past the limit: a 429 if the socket takes it at once, then lws closes it.
+ * What the client already sent is read first, so that the close is a FIN
+ * the client can read the answer before, not a reset. */
+static void peer_refuse(int fd, int open, int limit)
+{
+	char body[300], buf[600];
+	int blen = snprintf(body, sizeof body,
+			    "{\"error\":{\"code\":\"limit_reached\",\"message\":\"this address has "
+			    "%d connections open, the most allowed; close some and retry\","
+			    "\"limit\":\"connections_per_address\",\"max\":%d}}",
+			    open, limit);
+	int n = snprintf(buf, sizeof buf,
+			 "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n"
+			 "content-length: %d\r\nretry-after: 1\r\nconnection: close\r\n\r\n%s",
+			 blen, body);
+	char sink[4096];
+	for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+		;
+	if (n > 0 && send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+		shutdown(fd, SHUT_WR);
+}
+
+/* A connection was accepted: counts it, or refuses it (returns 1). */
+static int peer_admit(struct httpd *h, const struct lws_filter_network_conn_args *a, int fd)
+{
+	if (h->o.max_conns_per_addr <= 0 || !a)
+		return 0;
+	if (h->peer_pending) { /* the last one accepted never became a wsi */
+		peer_release(h, h->peer_pending);
+		h->peer_pending = NULL;
+	}
+	unsigned char key[16] = {0};
+	int family = a->cli_addr.ss_family;
+	if (family == AF_INET)
+		memcpy(key, &((const struct sockaddr_in *)&a->cli_addr)->sin_addr, 4);
+	else if (family == AF_INET6)
+		memcpy(key, &((const struct sockaddr_in6 *)&a->cli_addr)->sin6_addr, 16);
+	else
+		return 0;
+	unsigned b = peer_hash(key, sizeof key);
+	struct peer *p = h->peers[b];
+	while (p && !(p->family == family && memcmp(p->addr, key, sizeof key) == 0))
+		p = p->next;
+	if (p && p->conns >= h->o.max_conns_per_addr) {
+		peer_refuse(fd, p->conns, h->o.max_conns_per_addr);
+		return 1;
+	}
+	if (!p) {
+		p = calloc(1, sizeof *p);
+		if (!p)
+			return 1;
+		p->family = family;
+		memcpy(p->addr, key, sizeof key);
+		p->next = h->peers[b];
+		h->peers[b] = p;
+	}
+	p->conns++;
+	h->peer_pending = p;
+	return 0;
+}
+
+static void peer_wsi_created(struct httpd *h, const struct lws *wsi)
+{
+	struct peer *p = h->peer_pending;
+	if (!p)
+		return;
+	h->peer_pending = NULL;
+	struct peer_conn *pc = malloc(sizeof *pc);
+	if (!pc) {
+		peer_release(h, p);
+		return;
+	}
+	unsigned b = peer_conn_hash(wsi);
+	pc->wsi = wsi;
+	pc->p = p;
+	pc->next = h->peer_conns[b];
+	h->peer_conns[b] = pc;
+}
+
+static void peer_wsi_destroyed(struct httpd *h, const struct lws *wsi)
+{
+	struct peer_conn **pp = &h->peer_conns[peer_conn_hash(wsi)];
+	while (*pp && (*pp)->wsi != wsi)
+		pp = &(*pp)->next;
+	struct peer_conn *pc = *pp;
+	if (!pc)
+		return;
+	*pp = pc->next;
+	peer_release(h, pc->p);
+	free(pc);
+}
+
 static int httpd_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 			  size_t len)
 {
@@ -564,6 +818,16 @@ static int httpd_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 	struct httpd *h = ctx ? lws_context_user(ctx) : NULL;
 
 	switch (reason) {
+	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+		return h ? peer_admit(h, user, (int)(intptr_t)in) : 0;
+	case LWS_CALLBACK_WSI_CREATE:
+		if (h)
+			peer_wsi_created(h, wsi);
+		return 0;
+	case LWS_CALLBACK_WSI_DESTROY:
+		if (h)
+			peer_wsi_destroyed(h, wsi);
+		return 0;
 	case LWS_CALLBACK_HTTP:
 		conn_abandon(h, c); /* a pipelined request replaces any leftover */
 		return exchange_route(h, wsi, c);
@@ -958,6 +1222,12 @@ struct httpd *httpd_create(const struct httpd_opts *o, struct err *e)
 		h->o.max_body = 64u << 20;
 	if (!h->o.log_prefix)
 		h->o.log_prefix = "httpd";
+	if (h->o.header_timeout_s <= 0)
+		h->o.header_timeout_s = 10;
+	if (h->o.body_timeout_s <= 0)
+		h->o.body_timeout_s = 30;
+	if (h->o.body_min_rate <= 0)
+		h->o.body_min_rate = 16384;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->idle, NULL);
 	lws_set_log_level(LLL_ERR | LLL_WARN, httpd_log);
@@ -969,6 +1239,10 @@ struct httpd *httpd_create(const struct httpd_opts *o, struct err *e)
 	info.max_http_header_data = HTTPD_MAX_URL + 1024;
 	info.timeout_secs = 30;
 	info.keepalive_timeout = 60;
+	/* lws holds a header table for a connection from its first byte and
+	 * closes the connection when the headers are not complete this long
+	 * after: a client that trickles its headers is cut off. */
+	info.timeout_secs_ah_idle = (unsigned)h->o.header_timeout_s;
 	/* lws reads a tunnel's unix socket into this per-thread buffer, and each
 	 * read becomes one WebSocket frame: at the default 4 KiB a 60 fps stream
 	 * costs ~4,500 reads, frames and sends a second (half a core). */
@@ -1069,6 +1343,18 @@ int httpd_destroy(struct httpd *h)
 		struct exchange *x = h->jobs;
 		h->jobs = x->next;
 		exchange_free(x);
+	}
+	for (int b = 0; b < PEER_BUCKETS; b++) { /* none left once lws destroyed its wsis */
+		while (h->peer_conns[b]) {
+			struct peer_conn *pc = h->peer_conns[b];
+			h->peer_conns[b] = pc->next;
+			free(pc);
+		}
+		while (h->peers[b]) {
+			struct peer *p = h->peers[b];
+			h->peers[b] = p->next;
+			free(p);
+		}
 	}
 	if (h->unix_path)
 		unlink(h->unix_path);

@@ -9,7 +9,10 @@
  * Once the body is complete the handler runs on a worker thread, fills a
  * response (bytes in memory, or a file descriptor streamed a chunk per
  * writable callback) and the loop sends it. A client that goes away
- * mid-request orphans the worker's result, which is then dropped.
+ * mid-request orphans the worker's result, which is then dropped. A
+ * handler that must wait long may park its request (httpd_park) instead of
+ * holding its thread. Slow or greedy clients are bounded: connections per
+ * address, header and body deadlines, body sizes (httpd_opts).
  */
 #ifndef CUBICLE_WIRE_HTTPD_H
 #define CUBICLE_WIRE_HTTPD_H
@@ -83,6 +86,21 @@ void httpd_add_header(struct httpd_response *resp, const char *name, const char 
 
 typedef void (*httpd_handler)(void *ctx, struct httpd_request *req, struct httpd_response *resp);
 
+/*
+ * Parking: a handler that must wait for something (a state change) without
+ * holding its worker thread calls httpd_park(req) and returns without
+ * answering. The request then holds no thread; whoever got the handle
+ * fills httpd_parked_response() and calls httpd_parked_done() exactly once,
+ * from any thread, even before the handler returned. A client that goes
+ * away meanwhile is seen by httpd_parked_gone(); its answer is dropped.
+ * Parked requests do not count against max_jobs.
+ */
+struct httpd_parked;
+struct httpd_parked *httpd_park(struct httpd_request *req);
+struct httpd_response *httpd_parked_response(struct httpd_parked *p);
+bool httpd_parked_gone(struct httpd_parked *p);
+void httpd_parked_done(struct httpd_parked *p);
+
 enum httpd_body_mode {
 	HTTPD_BODY_MEMORY, /* up to max_body bytes, else 413 */
 	HTTPD_BODY_FD,	   /* written to body_fd as it arrives */
@@ -97,6 +115,10 @@ struct httpd_route {
 				 ran (a spool or temporary file); httpd frees it */
 	void *user;	      /* handed to the handler as req->user */
 	void (*user_free)(void *user); /* called when the request is done or abandoned */
+	/* With the router's -1 only: the answer carries "Retry-After: N" (N > 0)
+	 * and these members are added to its "error" object (stolen). */
+	int retry_after_s;
+	json_t *err_detail;
 };
 
 /*
@@ -156,13 +178,26 @@ struct httpd_opts {
 	httpd_router router;
 	void *ctx;		    /* passed to router and handlers */
 	size_t max_body;	    /* default memory-mode limit */
-	int max_jobs;		    /* concurrent handlers; more get 503 (0 = 64) */
+	int max_jobs;		    /* concurrent handlers; more get 503 + Retry-After (0 = 64) */
 	const char *log_prefix;	    /* "envd", "cubicled": one log line per request */
 	httpd_tunnel_router tunnel; /* NULL: WebSocket upgrades are refused */
 	/* Up to HTTPD_MAX_EXTRA more header names (lowercase, no colon, e.g.
 	 * "mcp-protocol-version"), NULL-terminated: their values land in
 	 * req->extra[] in this order. */
 	const char *const *extra_headers;
+	/* Connections open at once from one client address (IPv4/IPv6; unix
+	 * sockets are not counted); past it a new connection gets a 429 (when
+	 * it can be written at once) and is closed before any of it is read.
+	 * 0 = no limit. */
+	int max_conns_per_addr;
+	/* Slow clients: a request's headers must be complete within
+	 * header_timeout_s of their first byte (0 = 10), and its body within
+	 * body_timeout_s of the headers plus 1 s per body_min_rate bytes
+	 * received (0 = 30 s, 16384 B/s); past either the client gets a 408
+	 * (when it can be written) and the connection closes. */
+	int header_timeout_s;
+	int body_timeout_s;
+	int body_min_rate;
 };
 
 struct httpd;

@@ -8,6 +8,7 @@
 #include "api.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,28 @@
 #include "store-runs.h"
 #include "stream.h"
 
+/* Requests in flight of one workspace ("" = the callers without a key). */
+struct api_tenant {
+	struct api_tenant *next;
+	char ws[40];
+	int requests, waits;
+};
+
+#define API_TENANT_BUCKETS 64
+
+/* A ?wait= request parked (httpd_park) until its computer reaches the
+ * state, its deadline passes or its client leaves: api_waiter answers it. */
+struct api_parked {
+	struct api_parked *next;
+	struct httpd_parked *hp;
+	char id[40], ws[40];
+	bool admin;  /* ws NULL: the admin sees every workspace */
+	bool create; /* POST /v1/computers: 201, and an error names the computer */
+	char state[16], stored[16];
+	int timeout_s;
+	struct timespec deadline; /* CLOCK_MONOTONIC */
+};
+
 struct api {
 	struct core *core;
 	struct store *store;
@@ -36,10 +59,21 @@ struct api {
 	char spool_dir[512];
 	struct streams *streams;
 	struct runner *runner;
+	int max_requests_ws, max_waits_ws;
+	size_t max_body;
+	pthread_mutex_t tenants_lock;
+	struct api_tenant *tenants[API_TENANT_BUCKETS]; /* under tenants_lock */
+	/* Parked waits; lock order: parked_lock, then the core's or httpd's. */
+	pthread_mutex_t parked_lock;
+	struct api_parked *parked; /* under parked_lock */
+	bool waiter_stop;	   /* under parked_lock */
+	bool waiter_started;
+	pthread_t waiter;
 };
 
 /* Who is calling, decided by the router. */
 struct api_caller {
+	struct api *a;
 	bool admin;
 	char ws[40];  /* "" for the admin */
 	char id[64];  /* the path's computer/workspace/session id */
@@ -51,7 +85,100 @@ struct api_caller {
 	struct core *core;
 	char spool_ws[40];
 	uint64_t spooled;
+	int counted; /* 0, or what api_tenant_enter counted: API_COUNT_* */
+	char counted_ws[40];
 };
+
+enum { API_COUNT_REQUEST = 1, API_COUNT_WAIT = 2 };
+
+static unsigned api_tenant_hash(const char *ws)
+{
+	unsigned v = 2166136261u;
+	for (; *ws; ws++)
+		v = (v ^ (unsigned char)*ws) * 16777619u;
+	return v % API_TENANT_BUCKETS;
+}
+
+/*
+ * Counts a request in flight for workspace ws ("" = no key), as a long wait
+ * or not; past the workspace's limit fills e (429) and the route's
+ * Retry-After and detail, and returns -1. Thread-safe; quick (the router
+ * calls it on the loop).
+ */
+static int api_tenant_enter(struct api *a, struct api_caller *c, const char *ws, bool wait,
+			    struct httpd_route *route, struct err *e)
+{
+	pthread_mutex_lock(&a->tenants_lock);
+	unsigned b = api_tenant_hash(ws);
+	struct api_tenant *t = a->tenants[b];
+	while (t && strcmp(t->ws, ws) != 0)
+		t = t->next;
+	if (!t && (t = calloc(1, sizeof *t))) {
+		snprintf(t->ws, sizeof t->ws, "%s", ws);
+		t->next = a->tenants[b];
+		a->tenants[b] = t;
+	}
+	int rc = 0;
+	if (!t) {
+		rc = err_set(e, ERR_INTERNAL, "out of memory");
+	} else if (wait && t->waits >= a->max_waits_ws) {
+		rc = err_set(e, ERR_LIMIT,
+			     "workspace %s has %d requests with ?wait= open, the most "
+			     "--max-waits-per-workspace allows; retry when one ends",
+			     ws, t->waits);
+		route->retry_after_s = 5;
+		route->err_detail =
+		    json_pack("{s:s, s:i}", "limit", "max_waits_per_workspace", "max", t->waits);
+	} else if (!wait && t->requests >= a->max_requests_ws) {
+		if (*ws)
+			err_set(e, ERR_LIMIT,
+				"workspace %s has %d requests running, the most "
+				"--max-requests-per-workspace allows; retry when one ends",
+				ws, t->requests);
+		else
+			err_set(e, ERR_LIMIT,
+				"%d requests without an API key are running, the most "
+				"--max-requests-per-workspace allows them together; retry shortly",
+				t->requests);
+		rc = -1;
+		route->retry_after_s = 1;
+		route->err_detail = json_pack("{s:s, s:i}", "limit", "max_requests_per_workspace",
+					      "max", t->requests);
+	} else {
+		if (wait)
+			t->waits++;
+		else
+			t->requests++;
+		c->counted = wait ? API_COUNT_WAIT : API_COUNT_REQUEST;
+		snprintf(c->counted_ws, sizeof c->counted_ws, "%s", ws);
+	}
+	pthread_mutex_unlock(&a->tenants_lock);
+	return rc;
+}
+
+/* The request counted by api_tenant_enter is done (any thread). */
+static void api_tenant_leave(struct api *a, struct api_caller *c)
+{
+	if (!c->counted)
+		return;
+	pthread_mutex_lock(&a->tenants_lock);
+	struct api_tenant **pp = &a->tenants[api_tenant_hash(c->counted_ws)];
+	while (*pp && strcmp((*pp)->ws, c->counted_ws) != 0)
+		pp = &(*pp)->next;
+	struct api_tenant *t = *pp;
+	if (t) {
+		if (c->counted == API_COUNT_WAIT)
+			t->waits--;
+		else
+			t->requests--;
+		if (t->waits <= 0 && t->requests <= 0) {
+			*pp = t->next;
+			free(t);
+		}
+	}
+	pthread_mutex_unlock(&a->tenants_lock);
+	c->counted = 0;
+}
 
 static void api_caller_free(void *p)
 {
@@ -311,18 +438,143 @@ static int api_query_known(struct httpd_request *req, const char *const *known, 
 	return 0;
 }
 
-/* After an operation: blocks until the computer reaches w->state. */
-static int api_wait(struct api *a, const struct api_wait *w, const char *id, const char *ws,
-		    json_t **out, struct err *e)
+/* An error after a create: the computer exists (and goes on booting), so
+ * the error says which it is. */
+static void api_respond_err_id(struct httpd_response *resp, const struct err *e, const char *id)
 {
-	if (!w->state)
-		return 0;
-	json_t *got = NULL;
-	if (core_wait(a->core, id, ws, w->state, w->timeout_s, &got, e) < 0)
-		return -1;
-	json_decref(*out);
-	*out = got;
-	return 0;
+	json_t *ej = err_to_json(e);
+	json_object_set_new(json_object_get(ej, "error"), "computer_id", json_string(id));
+	httpd_respond_json(resp, err_http_status(e->code), ej);
+}
+
+/* The answer of a wait that ended: the computer's JSON, or why not. */
+static void api_wait_answer(struct api *a, const struct api_parked *w, bool timed_out,
+			    const char *now, struct httpd_response *resp)
+{
+	struct err e = {0};
+	json_t *out = NULL;
+	int rc = timed_out ? err_set(&e, ERR_TIMEOUT, "computer %s is still %s after %d s", w->id,
+				     now, w->timeout_s)
+			   : core_get(a->core, w->id, w->admin ? NULL : w->ws, &out, &e);
+	if (rc == 0)
+		httpd_respond_json(resp, w->create ? 201 : 200, out);
+	else if (w->create)
+		api_respond_err_id(resp, &e, w->id);
+	else
+		httpd_respond_err(resp, &e);
+}
+
+/*
+ * The waiter: one thread answers every parked wait. It looks at them after
+ * each state change of any computer (core_await_change) and at least every
+ * 250 ms (deadlines, clients that left, waits parked meanwhile).
+ */
+static void *api_waiter(void *arg)
+{
+	struct api *a = arg;
+	for (;;) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		struct api_parked *ended = NULL;
+		pthread_mutex_lock(&a->parked_lock);
+		bool stop = a->waiter_stop;
+		struct api_parked **pp = &a->parked;
+		while (*pp) {
+			struct api_parked *w = *pp;
+			char now[16];
+			bool over =
+			    stop || httpd_parked_gone(w->hp) ||
+			    core_wait_over(a->core, w->id, w->state, w->stored, now) ||
+			    t.tv_sec > w->deadline.tv_sec ||
+			    (t.tv_sec == w->deadline.tv_sec && t.tv_nsec >= w->deadline.tv_nsec);
+			if (over) {
+				*pp = w->next;
+				w->next = ended;
+				ended = w;
+			} else {
+				pp = &w->next;
+			}
+		}
+		pthread_mutex_unlock(&a->parked_lock);
+		while (ended) {
+			struct api_parked *w = ended;
+			ended = w->next;
+			char now[16];
+			struct httpd_response *resp = httpd_parked_response(w->hp);
+			if (stop) {
+				struct err e = {0};
+				err_set(&e, ERR_UNAVAILABLE,
+					"cubicled is stopping; wait again later");
+				httpd_respond_err(resp, &e);
+			} else if (!httpd_parked_gone(w->hp)) {
+				bool reached =
+				    core_wait_over(a->core, w->id, w->state, w->stored, now);
+				api_wait_answer(a, w, !reached, now, resp);
+			}
+			httpd_parked_done(w->hp);
+			free(w);
+		}
+		if (stop)
+			return NULL;
+		core_await_change(a->core, 250);
+	}
+}
+
+/*
+ * After an operation that answered `out` (stolen): answers now, or, with
+ * ?wait=, when the computer reaches the state. A wait that is not over at
+ * once is parked: it holds no worker thread while it waits.
+ */
+static void api_answer_wait(struct api *a, struct httpd_request *req, struct httpd_response *resp,
+			    const struct api_wait *wt, const char *id, const char *ws, bool create,
+			    json_t *out)
+{
+	if (!wt->state) {
+		httpd_respond_json(resp, create ? 201 : 200, out);
+		return;
+	}
+	json_decref(out);
+	struct api_parked *w = calloc(1, sizeof *w);
+	struct err e = {0};
+	char now[16];
+	if (!w) {
+		err_set(&e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	snprintf(w->id, sizeof w->id, "%s", id);
+	snprintf(w->ws, sizeof w->ws, "%s", ws ? ws : "");
+	w->admin = !ws;
+	w->create = create;
+	snprintf(w->state, sizeof w->state, "%s", wt->state);
+	w->timeout_s = wt->timeout_s;
+	clock_gettime(CLOCK_MONOTONIC, &w->deadline);
+	w->deadline.tv_sec += wt->timeout_s;
+	if (core_wait_begin(a->core, id, ws, w->stored, &e) < 0)
+		goto fail;
+	if (core_wait_over(a->core, id, w->state, w->stored, now) || wt->timeout_s == 0) {
+		api_wait_answer(a, w,
+				strcmp(now, w->state) != 0 && strcmp(now, "error") != 0 &&
+				    strcmp(now, "deleted") != 0,
+				now, resp);
+		free(w);
+		return;
+	}
+	pthread_mutex_lock(&a->parked_lock);
+	if (!a->waiter_stop) {
+		w->hp = httpd_park(req);
+		w->next = a->parked;
+		a->parked = w;
+		pthread_mutex_unlock(&a->parked_lock);
+		return;
+	}
+	pthread_mutex_unlock(&a->parked_lock);
+	err_set(&e, ERR_UNAVAILABLE, "cubicled is stopping; wait again later");
+fail:
+	free(w);
+	if (create)
+		api_respond_err_id(resp, &e, id);
+	else
+		httpd_respond_err(resp, &e);
 }
 
 static const char *const api_wait_query[] = {"wait", "timeout_s", NULL};
@@ -354,15 +606,7 @@ static void api_computers(void *ctx, struct httpd_request *req, struct httpd_res
 	json_decref(body);
 	char id[40];
 	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
-	if (api_wait(a, &w, id, api_ws(c), &out, &e) < 0) {
-		/* The computer exists (and goes on booting): say which it is. */
-		json_t *ej = err_to_json(&e);
-		json_object_set_new(json_object_get(ej, "error"), "computer_id", json_string(id));
-		httpd_respond_json(resp, err_http_status(e.code), ej);
-		json_decref(out);
-		return;
-	}
-	httpd_respond_json(resp, 201, out);
+	api_answer_wait(a, req, resp, &w, id, api_ws(c), true, out);
 }
 
 static void api_computer(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -382,8 +626,9 @@ static void api_computer(void *ctx, struct httpd_request *req, struct httpd_resp
 	else if (rc == 0)
 		rc = core_get(a->core, c->id, api_ws(c), &out, &e);
 	if (rc == 0)
-		rc = api_wait(a, &w, c->id, api_ws(c), &out, &e);
-	api_answer(resp, rc, 200, out, &e);
+		api_answer_wait(a, req, resp, &w, c->id, api_ws(c), false, out);
+	else
+		httpd_respond_err(resp, &e);
 }
 
 static void api_action(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -712,12 +957,15 @@ static void api_caller_close(void *p)
 		close(c->spool_fd);
 	if (c->spooled)
 		core_spool_release(c->core, c->spool_ws, c->spooled);
+	api_tenant_leave(c->a, c);
 	api_caller_free(c);
 }
 
-static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *route, struct err *e)
+/* Picks the handler; c is the caller (c->counted tells whether it holds a
+ * key: routes without one leave it unauthenticated, !c->admin && !c->ws[0]). */
+static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd_route *route,
+			  struct api_caller *c, bool *keyed, struct err *e)
 {
-	struct api *a = ctx;
 	if (strcmp(req->path, "/healthz") == 0) {
 		route->handler = api_healthz;
 		return 0;
@@ -748,17 +996,11 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 		route->handler = mcp_preflight;
 		return 0;
 	}
-	struct api_caller *c = calloc(1, sizeof *c);
-	if (!c)
-		return err_set(e, ERR_INTERNAL, "out of memory");
-	c->spool_fd = -1;
-	c->core = a->core;
-	route->user = c;
-	route->user_free = api_caller_close;
 	if (api_auth(a, req, c, e) < 0)
 		return -1;
+	*keyed = true;
 	route->body = HTTPD_BODY_MEMORY;
-	route->max_body = 64u << 20;
+	route->max_body = a->max_body;
 	if (mcp) {
 		route->handler = api_mcp;
 		return 0;
@@ -878,6 +1120,33 @@ not_found:
 		       req->method_name, req->path);
 }
 
+/*
+ * On the event loop for every request: must not block (no SQLite, no
+ * network): the key is checked from memory, the workspace's budget counted.
+ * A workspace key's request with ?wait= counts as a long wait, any other as
+ * a request; the admin is not limited; requests without a key share the
+ * budget of workspace "".
+ */
+static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *route, struct err *e)
+{
+	struct api *a = ctx;
+	struct api_caller *c = calloc(1, sizeof *c);
+	if (!c)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	c->a = a;
+	c->core = a->core;
+	c->spool_fd = -1;
+	route->user = c;
+	route->user_free = api_caller_close;
+	bool keyed = false;
+	if (api_route_pick(a, req, route, c, &keyed, e) < 0)
+		return -1;
+	if (keyed && c->admin)
+		return 0;
+	bool wait = keyed && httpd_query(req, "wait") != NULL;
+	return api_tenant_enter(a, c, keyed ? c->ws : "", wait, route, e);
+}
+
 struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,
 		       struct err *e)
 {
@@ -891,16 +1160,25 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	SHA256((const unsigned char *)o->admin_key, strlen(o->admin_key), a->admin_hash);
 	snprintf(a->spool_dir, sizeof a->spool_dir, "%s", o->spool_dir);
 	a->runner = o->runner;
+	a->max_requests_ws = o->max_requests_per_workspace > 0 ? o->max_requests_per_workspace : 32;
+	a->max_waits_ws = o->max_waits_per_workspace > 0 ? o->max_waits_per_workspace : 16;
+	a->max_body = o->max_body > 0 ? o->max_body : 1u << 20;
+	pthread_mutex_init(&a->tenants_lock, NULL);
+	pthread_mutex_init(&a->parked_lock, NULL);
 	mkdir(a->spool_dir, 0700);
 	struct httpd_opts ho = {
 	    .listen = o->listen,
 	    .router = api_route,
 	    .ctx = a,
-	    .max_body = 64u << 20,
-	    .max_jobs = 256,
+	    .max_body = o->max_body_anonymous > 0 ? o->max_body_anonymous : 4096,
+	    .max_jobs = o->max_requests > 0 ? o->max_requests : 256,
 	    .log_prefix = "cubicled",
 	    .tunnel = api_tunnel,
 	    .extra_headers = mcp_extra_headers,
+	    .max_conns_per_addr = o->max_conns_per_addr > 0 ? o->max_conns_per_addr : 64,
+	    .header_timeout_s = o->header_timeout_s,
+	    .body_timeout_s = o->body_timeout_s,
+	    .body_min_rate = o->body_min_rate,
 	};
 	a->mcp = mcp_create(core, a, o->mcp_origins, e);
 	a->httpd = a->mcp ? httpd_create(&ho, e) : NULL;
@@ -913,12 +1191,19 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .per_computer = o->streams_per_computer,
 	};
 	a->streams = a->httpd ? streams_create(core, a->httpd, &so) : NULL;
-	if (!a->streams) {
-		if (a->httpd) {
-			err_set(e, ERR_INTERNAL, "out of memory");
+	if (a->httpd && !a->streams)
+		err_set(e, ERR_INTERNAL, "out of memory");
+	if (a->streams && pthread_create(&a->waiter, NULL, api_waiter, a) != 0)
+		err_set(e, ERR_INTERNAL, "cannot start the waiter thread");
+	else if (a->streams)
+		a->waiter_started = true;
+	if (!a->waiter_started) {
+		streams_destroy(a->streams);
+		if (a->httpd)
 			httpd_destroy(a->httpd);
-		}
 		mcp_destroy(a->mcp);
+		pthread_mutex_destroy(&a->parked_lock);
+		pthread_mutex_destroy(&a->tenants_lock);
 		free(a);
 		return NULL;
 	}
@@ -942,9 +1227,29 @@ void api_stop(struct api *a)
 
 void api_destroy(struct api *a)
 {
-	if (a && httpd_destroy(a->httpd) == 0) {
+	if (!a)
+		return;
+	/* The parked waits are httpd's exchanges: answer them (the loop has
+	 * stopped, so nothing is sent) before httpd frees them. */
+	if (a->waiter_started) {
+		pthread_mutex_lock(&a->parked_lock);
+		a->waiter_stop = true;
+		pthread_mutex_unlock(&a->parked_lock);
+		pthread_join(a->waiter, NULL);
+		a->waiter_started = false;
+	}
+	if (httpd_destroy(a->httpd) == 0) {
 		mcp_destroy(a->mcp);
 		streams_destroy(a->streams);
+		for (int b = 0; b < API_TENANT_BUCKETS; b++) {
+			while (a->tenants[b]) {
+				struct api_tenant *t = a->tenants[b];
+				a->tenants[b] = t->next;
+				free(t);
+			}
+		}
+		pthread_mutex_destroy(&a->parked_lock);
+		pthread_mutex_destroy(&a->tenants_lock);
 		free(a);
 	}
 }

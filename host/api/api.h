@@ -3,8 +3,15 @@
  *
  * The router authenticates every request but /healthz and /metrics: the
  * admin key (compared by digest in constant time) or a workspace key looked
- * up in the store. Workspace keys see only their workspace: another
+ * up in the store (from memory: the router runs on the event loop and never
+ * waits on SQLite). Workspace keys see only their workspace: another
  * workspace's computer answers 404, exactly like a missing one.
+ *
+ * One tenant cannot take every worker: a workspace has at most
+ * max_requests_per_workspace requests and max_waits_per_workspace ?wait=
+ * requests in flight (429 limit_reached + Retry-After past them), and the
+ * requests without a key (/healthz, /metrics, /embed, CORS preflights)
+ * share one such budget, so their sum stays below max_requests.
  */
 #ifndef CUBICLE_API_H
 #define CUBICLE_API_H
@@ -28,6 +35,16 @@ struct api_opts {
 	int streams_per_computer;	 /* open streams one computer may have (0 = 8) */
 	const char *mcp_origins;	 /* Origins allowed on /mcp besides ours, comma-separated */
 	struct runner *runner;		 /* the code runner (POST /v1/run); NULL = none */
+	/* Request limits (docs/api.md, "Limits"); 0 = the default in brackets. */
+	int max_requests;		/* handlers running at once, all callers [256] */
+	int max_requests_per_workspace; /* requests in flight per workspace [32] */
+	int max_waits_per_workspace;	/* ?wait= requests in flight per workspace [16] */
+	int max_conns_per_addr;		/* open connections per client address [64] */
+	size_t max_body;		/* JSON bodies of authenticated routes [1 MiB] */
+	size_t max_body_anonymous;	/* bodies of routes without a key [4 KiB] */
+	int header_timeout_s;		/* headers complete within [10] */
+	int body_timeout_s;		/* a body arrives within this [30] ... */
+	int body_min_rate;		/* ... + 1 s per this many bytes [16384] */
 };
 
 struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,

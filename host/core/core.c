@@ -742,6 +742,41 @@ int core_wait(struct core *c, const char *id, const char *ws, const char *state,
 	return core_get(c, id, ws, out, e);
 }
 
+int core_wait_begin(struct core *c, const char *id, const char *ws, char stored[16], struct err *e)
+{
+	struct store_computer sc = {0};
+	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
+		return -1;
+	snprintf(stored, 16, "%s", sc.state);
+	store_computer_clear(&sc);
+	return 0;
+}
+
+bool core_wait_over(struct core *c, const char *id, const char *state, const char *stored,
+		    char now[16])
+{
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	snprintf(now, 16, "%s", r ? r->state : stored);
+	pthread_mutex_unlock(&c->lock);
+	return strcmp(now, state) == 0 || strcmp(now, "error") == 0 || strcmp(now, "deleted") == 0;
+}
+
+void core_await_change(struct core *c, int timeout_ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&c->lock);
+	pthread_cond_timedwait(&c->changed, &c->lock, &until);
+	pthread_mutex_unlock(&c->lock);
+}
+
 int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, json_t **out,
 	       struct err *e)
 {

@@ -15,6 +15,7 @@
 #ifndef CUBICLE_CORE_H
 #define CUBICLE_CORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -71,6 +72,20 @@ int core_delete(struct core *c, const char *id, const char *ws, json_t **out, st
  * wait too) for up to timeout_s; *out is its JSON then. ERR_TIMEOUT else. */
 int core_wait(struct core *c, const char *id, const char *ws, const char *state, int timeout_s,
 	      json_t **out, struct err *e);
+
+/*
+ * core_wait in pieces, for a caller that waits without a thread per wait
+ * (the API parks ?wait= requests): core_wait_begin checks the computer
+ * exists for ws (store) and fills the state the store has; core_wait_over
+ * says, from memory only, whether the wait is over (the computer is in
+ * `state`, error or deleted; `stored` is what core_wait_begin filled);
+ * core_await_change blocks until the next state change of any computer or
+ * timeout_ms, whichever first (it may return early).
+ */
+int core_wait_begin(struct core *c, const char *id, const char *ws, char stored[16], struct err *e);
+bool core_wait_over(struct core *c, const char *id, const char *state, const char *stored,
+		    char now[16]);
+void core_await_change(struct core *c, int timeout_ms);
 
 /* Proxies an action to the computer's envd; counts as activity. A display
  * action on a sandbox is ERR_CONFLICT; a computer not running likewise. */

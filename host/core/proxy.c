@@ -408,7 +408,10 @@ static int core_session_openat(struct core *c, const char *ws, const char *sessi
 int core_session_open(struct core *c, const char *ws, const char *session, const char *path,
 		      int *fd, uint64_t *size, struct err *e)
 {
-	int f = core_session_openat(c, ws, session, path, O_RDONLY, 0, e);
+	/* O_NONBLOCK: a FIFO a guest left in the session must not hold the
+	 * open (and a worker) until someone writes to it; httpd then reads the
+	 * file on its event loop, so it must be a regular file. */
+	int f = core_session_openat(c, ws, session, path, O_RDONLY | O_NONBLOCK, 0, e);
 	if (f < 0)
 		return -1;
 	struct stat st;
@@ -416,6 +419,7 @@ int core_session_open(struct core *c, const char *ws, const char *session, const
 		close(f);
 		return err_param(e, "path", "path: '%s' is not a regular file", path);
 	}
+	fcntl(f, F_SETFL, fcntl(f, F_GETFL) & ~O_NONBLOCK);
 	*fd = f;
 	*size = (uint64_t)st.st_size;
 	return 0;

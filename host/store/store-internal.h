@@ -19,10 +19,30 @@
 
 #define STORE_STMT_MAX 96
 
+/* A key that authenticates, as the in-memory table keeps it. */
+struct store_keyent {
+	unsigned char hash[32]; /* SHA-256 of the key */
+	char workspace[40];	/* "" for an admin key */
+	int64_t id;		/* api_keys.id */
+	int64_t used_ms;	/* last use, at most STORE_KEY_USED_EVERY_MS old (memory) */
+	int64_t saved_ms;	/* the last use the database has */
+};
+
 struct store {
 	sqlite3 *db;
 	pthread_mutex_t lock;
 	char path[4096];
+	/* The keys that authenticate, sorted by hash, so store_key_lookup never
+	 * waits for SQLite or s->lock (it runs on the API's event loop). Rebuilt
+	 * from the database by store_unlock() after any change to api_keys or
+	 * workspaces (seen by an SQLite update hook) or store_keys_invalidate().
+	 * keys_lock guards keys/nkeys/keys_failed only and is never held across
+	 * a statement; keys_dirty is under s->lock. */
+	pthread_mutex_t keys_lock;
+	struct store_keyent *keys;
+	size_t nkeys;
+	bool keys_failed; /* the last rebuild failed: lookups answer 503 until one works */
+	bool keys_dirty;
 	/* Prepared statements keyed by their SQL text's address (the SQL is
 	 * always a string constant of the calling file). */
 	struct {
@@ -35,7 +55,13 @@ struct store {
 };
 
 void store_lock(struct store *s);
+/* Unlocks; first rebuilds the in-memory key table if keys changed and no
+ * transaction is open. */
 void store_unlock(struct store *s);
+/* Rebuilds the key table now (s->lock held); -1 with e on a database error. */
+int store_keys_reload_locked(struct store *s, struct err *e);
+/* Writes the keys' last uses that the database lacks (s->lock held). */
+void store_keys_flush_used_locked(struct store *s);
 
 /* The prepared statement for `sql` (prepared on first use), reset and with
  * no bindings; NULL with e filled (ERR_INTERNAL) when SQLite refuses it. */

@@ -129,7 +129,33 @@ void store_lock(struct store *s)
 
 void store_unlock(struct store *s)
 {
+	/* Outside a transaction only: inside one the change may still roll
+	 * back, and the transaction's own store_unlock comes later. */
+	if (s->keys_dirty && sqlite3_get_autocommit(s->db)) {
+		struct err e = {0};
+		if (store_keys_reload_locked(s, &e) < 0)
+			fprintf(stderr, "cubicled: store: %s\n", e.message);
+	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* SQLite calls this (on the thread that holds s->lock) for every row
+ * inserted, updated or deleted on our connection, foreign-key actions
+ * included: a change to who may authenticate marks the key table stale. */
+static void store_update_hook(void *arg, int op, const char *db, const char *table,
+			      sqlite3_int64 rowid)
+{
+	struct store *s = arg;
+	(void)op, (void)db, (void)rowid;
+	if (strcmp(table, "api_keys") == 0 || strcmp(table, "workspaces") == 0)
+		s->keys_dirty = true;
+}
+
+void store_keys_invalidate(struct store *s)
+{
+	store_lock(s);
+	s->keys_dirty = true;
+	store_unlock(s);
 }
 
 int store_db_error(struct store *s, const char *doing, struct err *e)
@@ -319,12 +345,14 @@ struct store *store_open(const char *path, struct err *e)
 		return NULL;
 	}
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->keys_lock, NULL);
 
 	/* The database holds envd tokens: create it owner-only before SQLite
 	 * does (SQLite gives its -wal and -shm files the same mode). */
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		err_set(e, ERR_INTERNAL, "cannot open database %s: %s", path, strerror(errno));
+		pthread_mutex_destroy(&s->keys_lock);
 		pthread_mutex_destroy(&s->lock);
 		free(s);
 		return NULL;
@@ -343,6 +371,14 @@ struct store *store_open(const char *path, struct err *e)
 		store_close(s);
 		return NULL;
 	}
+	sqlite3_update_hook(s->db, store_update_hook, s);
+	store_lock(s);
+	int rc = store_keys_reload_locked(s, e);
+	pthread_mutex_unlock(&s->lock);
+	if (rc < 0) {
+		store_close(s);
+		return NULL;
+	}
 	return s;
 }
 
@@ -350,10 +386,15 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	store_lock(s);
+	store_keys_flush_used_locked(s);
+	pthread_mutex_unlock(&s->lock);
 	for (int i = 0; i < STORE_STMT_MAX && s->stmts[i].sql; i++)
 		sqlite3_finalize(s->stmts[i].stmt);
 	/* Also checkpoints the WAL into the database file when last out. */
 	sqlite3_close(s->db);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->keys_lock);
+	free(s->keys);
 	free(s);
 }

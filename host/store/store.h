@@ -59,7 +59,10 @@ int store_key_create(struct store *s, const char *workspace_id, char key_out[64]
 /*
  * Looks a presented key up (constant time in the key's content). Fills the
  * workspace it belongs to ("" for an admin key) and *admin. ERR_UNAUTHORIZED
- * for an unknown or revoked key.
+ * for an unknown or revoked key. Answers from memory, never waiting for
+ * SQLite or another store call (safe on an event loop): the table of valid
+ * keys is rebuilt by the very call that changes api_keys or workspaces
+ * (revoking, deleting, creating), before that call returns.
  */
 int store_key_lookup(struct store *s, const char *key, char workspace_out[40], bool *admin,
 		     struct err *e);
@@ -109,6 +112,12 @@ void store_on_keys_revoked(struct store *s, void (*fn)(void *ctx), void *ctx);
  * ERR_NOT_FOUND for no such (or an already deleted) workspace.
  */
 int store_workspace_delete(struct store *s, const char *id, struct err *e);
+
+/* Rebuilds the in-memory key table before returning. Store calls that
+ * change api_keys or workspaces do this by themselves (an SQLite update
+ * hook sees their rows); this is for anything that changes who may
+ * authenticate some other way. */
+void store_keys_invalidate(struct store *s);
 
 /* ---- computers ---------------------------------------------------------- */
 

@@ -154,6 +154,8 @@ int store_usage_tick(struct store *s, int64_t now_ms, struct err *e)
 			store_db_error(s, "recording a usage tick", e);
 	}
 	store_stmt_done(st);
+	/* The keys' last uses ride along (a few rows a minute at most). */
+	store_keys_flush_used_locked(s);
 	store_unlock(s);
 	return rc;
 }

@@ -8,11 +8,19 @@
  * (the hash of a wrong key has no useful relation to the right one, and
  * the comparison of the found row is constant time). A key with no
  * workspace is an admin key.
+ *
+ * Lookups never touch SQLite: the valid keys (SQL_KEYS_VALID) are kept in
+ * memory, sorted by hash, and rebuilt whenever a statement on our
+ * connection changed api_keys or workspaces (store.c's update hook; the
+ * rebuild runs in store_unlock, on the thread that made the change, before
+ * its call returns), so a revoked key fails from the moment its revoke
+ * returns. cubicled is the only writer of its database.
  */
 #include "store-internal.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -37,8 +45,6 @@ static const char SQL_WS_LIST[] = "SELECT id, name, max_running, created_ms, max
 static const char SQL_WS_SET_MAX_STOPPED[] = "UPDATE workspaces SET max_stopped = ?2 WHERE id = ?1";
 static const char SQL_KEY_INSERT[] =
     "INSERT INTO api_keys (hash, workspace, created_ms, prefix) VALUES (?1, ?2, ?3, ?4)";
-static const char SQL_KEY_LOOKUP[] =
-    "SELECT hash, workspace, revoked_ms, id, last_used_ms FROM api_keys WHERE hash = ?1";
 static const char SQL_KEY_USED[] = "UPDATE api_keys SET last_used_ms = ?2 WHERE id = ?1";
 static const char SQL_KEY_LIST[] = "SELECT id, prefix, created_ms, last_used_ms FROM api_keys"
 				   " WHERE workspace = ?1 AND revoked_ms = 0 ORDER BY id";
@@ -48,6 +54,9 @@ static const char SQL_KEY_REVOKE_WS[] =
     "UPDATE api_keys SET revoked_ms = ?2 WHERE workspace = ?1 AND revoked_ms = 0";
 static const char SQL_WS_DELETE[] =
     "UPDATE workspaces SET deleted_ms = ?2 WHERE id = ?1 AND deleted_ms = 0";
+/* The keys that authenticate, which store_key_lookup answers from memory:
+ * extend this query when a key's validity comes to depend on more. */
+static const char SQL_KEYS_VALID[] = "SELECT hash, workspace, id, last_used_ms FROM api_keys WHERE revoked_ms = 0";
 static const char SQL_KEY_REVOKE[] =
     "UPDATE api_keys SET revoked_ms = CASE WHEN revoked_ms = 0 THEN ?2 ELSE revoked_ms END"
     " WHERE hash = ?1";
@@ -277,6 +286,96 @@ int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
 	return rc;
 }
 
+static int store_keyent_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct store_keyent *)a)->hash,
+		      ((const struct store_keyent *)b)->hash, STORE_KEY_HASH);
+}
+
+void store_keys_flush_used_locked(struct store *s)
+{
+	struct {
+		int64_t id, ms;
+	} used[64];
+	bool dirty = s->keys_dirty;
+	for (size_t from = 0;;) {
+		size_t n = 0;
+		pthread_mutex_lock(&s->keys_lock);
+		for (; from < s->nkeys && n < 64; from++) {
+			struct store_keyent *k = &s->keys[from];
+			if (k->used_ms > k->saved_ms) {
+				used[n].id = k->id, used[n].ms = k->used_ms;
+				k->saved_ms = k->used_ms;
+				n++;
+			}
+		}
+		bool more = from < s->nkeys;
+		pthread_mutex_unlock(&s->keys_lock);
+		for (size_t i = 0; i < n; i++) {
+			sqlite3_stmt *st = store_stmt(s, SQL_KEY_USED, NULL);
+			if (!st)
+				break;
+			sqlite3_bind_int64(st, 1, used[i].id);
+			sqlite3_bind_int64(st, 2, used[i].ms);
+			sqlite3_step(st); /* a failure loses a last use, nothing else */
+			store_stmt_done(st);
+		}
+		if (!more)
+			break;
+	}
+	/* A last use changes no key's validity: the table stays as it is. */
+	s->keys_dirty = dirty;
+}
+
+int store_keys_reload_locked(struct store *s, struct err *e)
+{
+	store_keys_flush_used_locked(s);
+	struct store_keyent *keys = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0, step;
+	sqlite3_stmt *st = store_stmt(s, SQL_KEYS_VALID, e);
+	if (!st)
+		rc = -1;
+	while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (sqlite3_column_bytes(st, 0) != STORE_KEY_HASH)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct store_keyent *nk = realloc(keys, ncap * sizeof *nk);
+			if (!nk) {
+				rc = err_set(e, ERR_INTERNAL, "out of memory loading the API keys");
+				break;
+			}
+			keys = nk;
+			cap = ncap;
+		}
+		memcpy(keys[n].hash, sqlite3_column_blob(st, 0), STORE_KEY_HASH);
+		store_col_text(st, 1, keys[n].workspace, sizeof keys[n].workspace);
+		keys[n].id = sqlite3_column_int64(st, 2);
+		keys[n].used_ms = keys[n].saved_ms = sqlite3_column_int64(st, 3);
+		n++;
+	}
+	if (rc == 0 && step != SQLITE_DONE)
+		rc = store_db_error(s, "loading the API keys", e);
+	store_stmt_done(st);
+	if (rc == 0 && n > 1)
+		qsort(keys, n, sizeof *keys, store_keyent_cmp);
+	pthread_mutex_lock(&s->keys_lock);
+	/* On failure no key authenticates (503) rather than a revoked one still
+	 * working; the next store_unlock tries again. */
+	struct store_keyent *old = s->keys;
+	s->keys = rc == 0 ? keys : NULL;
+	s->nkeys = rc == 0 ? n : 0;
+	s->keys_failed = rc < 0;
+	pthread_mutex_unlock(&s->keys_lock);
+	free(old);
+	if (rc < 0)
+		free(keys);
+	else
+		s->keys_dirty = false;
+	return rc;
+}
+
 int store_key_lookup(struct store *s, const char *key, char workspace_out[40], bool *admin,
 		     struct err *e)
 {
@@ -285,48 +384,29 @@ int store_key_lookup(struct store *s, const char *key, char workspace_out[40], b
 		return err_set(e, ERR_UNAUTHORIZED, "missing or malformed API key");
 	if (store_key_hash(key, hash, e))
 		return -1;
-
-	store_lock(s);
+	struct store_keyent probe;
+	memcpy(probe.hash, hash, STORE_KEY_HASH);
 	int rc = -1;
-	int64_t used_id = 0, used_ms = 0;
-	sqlite3_stmt *st = store_stmt(s, SQL_KEY_LOOKUP, e);
-	if (st) {
-		sqlite3_bind_blob(st, 1, hash, sizeof hash, SQLITE_STATIC);
-		int step = sqlite3_step(st);
-		if (step == SQLITE_ROW) {
-			const void *stored = sqlite3_column_blob(st, 0);
-			int stored_len = sqlite3_column_bytes(st, 0);
-			bool same = stored && stored_len == STORE_KEY_HASH &&
-				    CRYPTO_memcmp(stored, hash, STORE_KEY_HASH) == 0;
-			if (same && sqlite3_column_int64(st, 2) == 0) {
-				bool is_admin = sqlite3_column_type(st, 1) == SQLITE_NULL;
-				if (workspace_out)
-					store_col_text(st, 1, workspace_out, 40);
-				if (admin)
-					*admin = is_admin;
-				rc = 0;
-				int64_t now = store_now_ms();
-				if (now - sqlite3_column_int64(st, 4) >= STORE_KEY_USED_EVERY_MS)
-					used_id = sqlite3_column_int64(st, 3), used_ms = now;
-			}
-		} else if (step != SQLITE_DONE) {
-			store_db_error(s, "looking up an API key", e);
-			step = -1;
-		}
-		if (rc != 0 && step != -1)
-			err_set(e, ERR_UNAUTHORIZED,
-				"the API key is not valid (unknown or revoked)");
+	pthread_mutex_lock(&s->keys_lock);
+	struct store_keyent *k =
+	    s->keys ? bsearch(&probe, s->keys, s->nkeys, sizeof *s->keys, store_keyent_cmp) : NULL;
+	if (k && CRYPTO_memcmp(k->hash, hash, STORE_KEY_HASH) == 0) {
+		/* Last use, in memory: written by store_keys_flush_used_locked
+		 * (listing keys, the usage tick, a reload, closing). */
+		int64_t now = store_now_ms();
+		if (now - k->used_ms >= STORE_KEY_USED_EVERY_MS)
+			k->used_ms = now;
+		if (workspace_out)
+			snprintf(workspace_out, 40, "%s", k->workspace);
+		if (admin)
+			*admin = !k->workspace[0];
+		rc = 0;
+	} else if (s->keys_failed) {
+		err_set(e, ERR_UNAVAILABLE, "cannot check API keys now (the database failed)");
+	} else {
+		err_set(e, ERR_UNAUTHORIZED, "the API key is not valid (unknown or revoked)");
 	}
-	store_stmt_done(st);
-	/* Last use, at most once a minute per key: one small write, not one
-	 * per request. A failure here does not fail the request. */
-	if (used_id && (st = store_stmt(s, SQL_KEY_USED, NULL))) {
-		sqlite3_bind_int64(st, 1, used_id);
-		sqlite3_bind_int64(st, 2, used_ms);
-		sqlite3_step(st);
-		store_stmt_done(st);
-	}
-	store_unlock(s);
+	pthread_mutex_unlock(&s->keys_lock);
 	return rc;
 }
 
@@ -391,6 +471,7 @@ int store_key_list(struct store *s, const char *workspace_id, json_t **out, stru
 	if (!list)
 		return err_set(e, ERR_INTERNAL, "out of memory listing keys");
 	store_lock(s);
+	store_keys_flush_used_locked(s);
 	int rc = -1;
 	int exists = store_workspace_exists(s, workspace_id, e);
 	sqlite3_stmt *st = NULL;

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "store-internal.h" /* store_lock: to hold the store busy */
 #include "store.h"
 
 struct fixture {
@@ -793,6 +794,63 @@ static void test_usage_switch_and_open_segments(void **state)
 	store_computer_clear(&b);
 }
 
+struct lookup_arg {
+	struct store *s;
+	const char *key;
+	int rc;
+	char ws[40];
+};
+
+static void *lookup_thread(void *p)
+{
+	struct lookup_arg *a = p;
+	struct err e = {0};
+	bool admin;
+	a->rc = store_key_lookup(a->s, a->key, a->ws, &admin, &e);
+	return NULL;
+}
+
+/* The API checks keys on its event loop: a lookup must answer while the
+ * store is busy (here: its lock held, as by a long statement), and a key
+ * revoked behind the store's back stops working once the table is
+ * invalidated. */
+static void test_key_lookup_never_waits(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w;
+	make_workspace(f->s, "acme", &w);
+	char key[64];
+	assert_int_equal(store_key_create(f->s, w.id, key, &e), 0);
+
+	store_lock(f->s);
+	struct lookup_arg a = {.s = f->s, .key = key, .rc = -2};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, lookup_thread, &a), 0);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30; /* a deadlock's bound, not a timing */
+	int joined = pthread_timedjoin_np(t, NULL, &until);
+	store_unlock(f->s);
+	if (joined != 0)
+		pthread_join(t, NULL);
+	assert_int_equal(joined, 0);
+	assert_int_equal(a.rc, 0);
+	assert_string_equal(a.ws, w.id);
+
+	/* Another connection revokes it: the update hook cannot see that. */
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE api_keys SET revoked_ms = 1", NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	store_keys_invalidate(f->s);
+	char ws[40];
+	bool admin;
+	assert_int_equal(store_key_lookup(f->s, key, ws, &admin, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+}
+
 /* ---- durability --------------------------------------------------------- */
 
 static void test_reopen_finds_everything(void **state)
@@ -1430,6 +1488,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_key_admin, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_revocations, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_key_lookup_never_waits, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_computer_roundtrip, fixture_setup,
 					    fixture_teardown),
