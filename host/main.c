@@ -25,6 +25,7 @@
 #include "ident.h"
 #include "token.h"
 #include "core.h"
+#include "guest-net.h"
 #include "store.h"
 
 /* What SIGTERM/SIGINT stop; NULL once the server is being torn down, so a
@@ -61,6 +62,11 @@ static void main_usage(FILE *to)
 	      "  --stream-max S            longest an open stream lives (default 3600)\n"
 	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
 	      "                            besides cubicled's own (default none)\n"
+	      "  --egress-allow CIDR,...   IPv4 prefixes guests may reach although the\n"
+	      "                            default egress policy denies them (private,\n"
+	      "                            CGNAT...: host/README.md); never the host's own\n"
+	      "  --egress-deny CIDR,...    IPv4 prefixes guests may not reach, besides the\n"
+	      "                            defaults (beats any allow)"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -162,11 +168,14 @@ int main(int argc, char **argv)
 	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600;
+	static struct guest_net_list egress_allow, egress_deny;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
 	    .default_max_running = 10,
 	    .ready_timeout_s = 120,
+	    .egress_allow = &egress_allow,
+	    .egress_deny = &egress_deny,
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -183,6 +192,8 @@ int main(int argc, char **argv)
 	    {"stream-ttl-max", required_argument, NULL, 'T'},
 	    {"stream-max", required_argument, NULL, 'M'},
 	    {"mcp-origins", required_argument, NULL, 'O'},
+	    {"egress-allow", required_argument, NULL, 'A'},
+	    {"egress-deny", required_argument, NULL, 'D'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -237,6 +248,17 @@ int main(int argc, char **argv)
 		case 'M':
 			stream_max = (int)main_number(optarg, "--stream-max", 1, 7 * 86400);
 			break;
+		case 'A':
+		case 'D': {
+			struct err pe = {0};
+			const char *flag = ch == 'A' ? "--egress-allow" : "--egress-deny";
+			if (guest_net_list_parse(ch == 'A' ? &egress_allow : &egress_deny, optarg,
+						 ch == 'A', flag, &pe) < 0) {
+				fprintf(stderr, "cubicled: %s\n", pe.message);
+				return 2;
+			}
+			break;
+		}
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
 			return 0;

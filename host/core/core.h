@@ -23,6 +23,8 @@
 #include "err.h"
 #include "store.h"
 
+struct guest_net_list;
+
 struct core_config {
 	const char *state_dir;	/* computers/<id>/, sessions/<id>/ live here */
 	const char *images_dir; /* <images>/<desktop|sandbox>/ */
@@ -31,6 +33,9 @@ struct core_config {
 	int default_max_running;		 /* per workspace, when the workspace sets none */
 	int ready_timeout_s;			 /* boot → envd ready, then error (default 120) */
 	int warm_small, warm_medium, warm_large; /* desktops kept started per size */
+	/* --egress-allow, --egress-deny (guest-net.h): every computer's, with
+	 * its workspace's egress_allow/egress_deny added at each start. */
+	const struct guest_net_list *egress_allow, *egress_deny; /* NULL = none */
 };
 
 struct core;

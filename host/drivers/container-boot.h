@@ -46,9 +46,9 @@ struct boot_plan {
 	int log_fd;	   /* the guest's stdout and stderr */
 	char *const *argv; /* the guest's init, a path inside the image */
 	char *const *envp;
-	const char *slirp_path;		   /* slirp4netns executable */
+	const char *slirp_path;		       /* slirp4netns executable */
 	const struct guest_net_policy *egress; /* the routes of the guest's network */
-	int timeout_ms;			   /* for the whole boot (until the init has exec'd) */
+	int timeout_ms;			       /* for the whole boot (until the init has exec'd) */
 };
 
 struct boot_result {

@@ -35,14 +35,14 @@ struct driver_computer {
 	long long memory_mb;	 /* hard memory limit */
 	long long disk_mb;	 /* disk quota where the filesystem allows; 0 = none */
 	int pids_max;		 /* process limit */
+	json_t *state;		 /* the driver's persisted state: an object the core
+				    owns; the driver reads and updates it in place */
+	char accel[8];		 /* set by start: "kvm" | "tcg" for a microVM, else "" */
 	/* The egress policy's explicit lists (guest-net.h), the server's and the
 	 * workspace's merged; NULL = none. Applied at each start (a microVM
 	 * restored from its snapshot keeps the policy of its cold boot, so one
 	 * whose policy changed boots cold). */
 	const struct guest_net_list *egress_allow, *egress_deny;
-	json_t *state;		 /* the driver's persisted state: an object the core
-				    owns; the driver reads and updates it in place */
-	char accel[8];		 /* set by start: "kvm" | "tcg" for a microVM, else "" */
 };
 
 struct driver_ops {

@@ -35,8 +35,8 @@ static int gn_inside(uint32_t a, unsigned alen, uint32_t b, unsigned blen)
 }
 
 /* slirp's own network: the guest, its gateway 10.0.2.2 and DNS 10.0.2.3. */
-#define GN_SLIRP_NET htonl(0x0a000200u)
-#define GN_SLIRP_LEN 24
+#define GN_SLIRP_NET  htonl(0x0a000200u)
+#define GN_SLIRP_LEN  24
 #define GN_LINK_LOCAL htonl(0xa9fe0000u)
 
 int guest_net_parse(const char *text, struct guest_net_prefix *out, char *whybuf, size_t whylen)
@@ -109,8 +109,7 @@ int guest_net_list_add(struct guest_net_list *l, const char *text, int allow, co
 	if (gn_list_has(l, &p))
 		return 0;
 	if (l->n >= GUEST_NET_LIST_MAX)
-		return err_param(e, param, "%s: more than %d prefixes", param,
-				 GUEST_NET_LIST_MAX);
+		return err_param(e, param, "%s: more than %d prefixes", param, GUEST_NET_LIST_MAX);
 	l->v[l->n++] = p;
 	return 0;
 }
@@ -173,7 +172,10 @@ int guest_net_list_format(const struct guest_net_list *l, char *out, size_t len)
 #else
 #define GN_NBO(x) (x)
 #endif
-#define P(a, b, c, d, l) {GN_NBO((a##u << 24) | (b##u << 16) | (c##u << 8) | d##u), l}
+#define P(a, b, c, d, l)                                                                           \
+	{                                                                                          \
+		GN_NBO((a##u << 24) | (b##u << 16) | (c##u << 8) | d##u), l                        \
+	}
 static const struct guest_net_list gn_defaults = {
     .v =
 	{
@@ -382,8 +384,8 @@ int guest_net_policy_format(const struct guest_net_policy *p, char *deny, size_t
 		char one[24];
 		if (gn_compact(&p->v[i], one, sizeof one) < 0)
 			return -1;
-		int n = snprintf(out[k] + used[k], len[k] - used[k], "%s%s", used[k] ? "," : "",
-				 one);
+		int n =
+		    snprintf(out[k] + used[k], len[k] - used[k], "%s%s", used[k] ? "," : "", one);
 		if (n < 0 || (size_t)n >= len[k] - used[k])
 			return -1;
 		used[k] += (size_t)n;

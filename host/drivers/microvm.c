@@ -381,10 +381,11 @@ static int vm_egress(const struct driver_computer *c, char *out, size_t len, str
 	if (guest_net_policy_format(&p, deny, sizeof deny, allow, sizeof allow) < 0 ||
 	    snprintf(out, len, "cubicle.deny=%s%s%s", deny, allow[0] ? " cubicle.allow=" : "",
 		     allow) >= (int)len)
-		return err_set(e, ERR_INVALID,
-			       "vm: the egress policy (%d prefixes) does not fit the kernel command "
-			       "line: fewer --egress-allow/--egress-deny or workspace prefixes",
-			       p.n);
+		return err_set(
+		    e, ERR_INVALID,
+		    "vm: the egress policy (%d prefixes) does not fit the kernel command "
+		    "line: fewer --egress-allow/--egress-deny or workspace prefixes",
+		    p.n);
 	return 0;
 }
 

@@ -91,6 +91,11 @@ static const char *const store_migrations[] = {
     "CREATE UNIQUE INDEX usage_segments_open ON usage_segments(computer) WHERE open = 1;"
     "CREATE INDEX usage_segments_workspace_start ON usage_segments(workspace, start_ms);"
     "CREATE INDEX usage_segments_start ON usage_segments(start_ms);",
+
+    /* 2 (egress): a workspace's egress policy override, each a list of IPv4
+     * prefixes "a.b.c.d/len,..." ('' = none), checked by the API. */
+    "ALTER TABLE workspaces ADD COLUMN egress_allow TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE workspaces ADD COLUMN egress_deny TEXT NOT NULL DEFAULT '';",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
@@ -111,8 +116,8 @@ int store_db_error(struct store *s, const char *doing, struct err *e)
 		       sqlite3_errmsg(s->db), s->path);
 }
 
-int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing,
-		      const char *missing, struct err *e)
+int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing, const char *missing,
+		      struct err *e)
 {
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return store_db_error(s, doing, e);

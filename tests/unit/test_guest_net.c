@@ -79,9 +79,18 @@ static void test_parse(void **state)
 	assert_int_equal(guest_net_parse("10.0.2.0/24", &p, why, sizeof why), -1);
 	/* Wider than slirp's network is fine (denying 10/8 keeps 10.0.2/24). */
 	assert_int_equal(guest_net_parse("10.0.0.0/16", &p, why, sizeof why), 0);
-	const char *bad[] = {"",	   "/8",	  "10/8",	   "10.0.0.0/",
-			     "10.0.0.0/33", "10.0.0.0/08", "10.0.0.0/-1", "10.0.0.0/8/8",
-			     "1.2.3.4.5",   "example.com", "10.0.0.0 /8", "10.0.0.0/8 "};
+	const char *bad[] = {"",
+			     "/8",
+			     "10/8",
+			     "10.0.0.0/",
+			     "10.0.0.0/33",
+			     "10.0.0.0/08",
+			     "10.0.0.0/-1",
+			     "10.0.0.0/8/8",
+			     "1.2.3.4.5",
+			     "example.com",
+			     "10.0.0.0 /8",
+			     "10.0.0.0/8 "};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		assert_int_equal(guest_net_parse(bad[i], &p, why, sizeof why), -1);
 }
@@ -103,8 +112,8 @@ static void test_lists(void **state)
 
 	/* The bad one is named, with the parameter. */
 	e = (struct err){0};
-	assert_int_equal(guest_net_list_parse(&l, "10.213.7.0/30,10.213.7.1/30", 1, "egress_allow", &e),
-			 -1);
+	assert_int_equal(
+	    guest_net_list_parse(&l, "10.213.7.0/30,10.213.7.1/30", 1, "egress_allow", &e), -1);
 	assert_int_equal(e.code, ERR_INVALID);
 	assert_string_equal(e.param, "egress_allow");
 	assert_non_null(strstr(e.message, "10.213.7.1/30"));
@@ -120,8 +129,8 @@ static void test_lists(void **state)
 	/* At most GUEST_NET_LIST_MAX. */
 	char many[GUEST_NET_LIST_MAX * 20 + 20] = "";
 	for (int i = 0; i <= GUEST_NET_LIST_MAX; i++)
-		snprintf(many + strlen(many), sizeof many - strlen(many), "%s203.0.113.%d", i ? "," : "",
-			 i);
+		snprintf(many + strlen(many), sizeof many - strlen(many), "%s203.0.113.%d",
+			 i ? "," : "", i);
 	e = (struct err){0};
 	assert_int_equal(guest_net_list_parse(&l, many, 0, "d", &e), -1);
 	assert_non_null(strstr(e.message, "more than"));
@@ -171,21 +180,22 @@ static void test_default_policy(void **state)
 	(void)state;
 	struct guest_net_list host;
 	struct err e = {0};
-	assert_int_equal(guest_net_list_parse(&host, "169.254.0.0/16,10.1.2.3,203.0.113.9", 0, "h", &e),
-			 0);
+	assert_int_equal(
+	    guest_net_list_parse(&host, "169.254.0.0/16,10.1.2.3,203.0.113.9", 0, "h", &e), 0);
 	struct guest_net_policy p;
 	assert_int_equal(guest_net_policy_make(&p, &host, NULL, NULL, &e), 0);
-	const char *denied[] = {"10.213.7.2",	   "172.16.9.2",     "172.31.255.255", "192.168.1.1",
-				"100.64.7.2",	   "100.127.255.254", "100.100.100.200", "169.254.169.254",
-				"168.63.129.16",   "0.1.2.3",	      "192.0.0.9",	"198.18.0.1",
-				"198.19.255.255",  "224.0.0.1",	      "239.255.255.250", "240.0.0.1",
-				"255.255.255.255", "10.1.2.3",	      "203.0.113.9"};
+	const char *denied[] = {
+	    "10.213.7.2",      "172.16.9.2",	  "172.31.255.255",  "192.168.1.1",
+	    "100.64.7.2",      "100.127.255.254", "100.100.100.200", "169.254.169.254",
+	    "168.63.129.16",   "0.1.2.3",	  "192.0.0.9",	     "198.18.0.1",
+	    "198.19.255.255",  "224.0.0.1",	  "239.255.255.250", "240.0.0.1",
+	    "255.255.255.255", "10.1.2.3",	  "203.0.113.9"};
 	for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
 		if (!denies(&p, denied[i]))
 			fail_msg("%s is not denied", denied[i]);
 	}
-	const char *allowed[] = {"10.0.2.2",	  "10.0.2.3",	   "1.1.1.1",	  "198.51.100.6",
-				 "172.32.0.1",	  "172.15.255.255", "100.128.0.1", "192.0.2.1",
+	const char *allowed[] = {"10.0.2.2",	 "10.0.2.3",	   "1.1.1.1",	     "198.51.100.6",
+				 "172.32.0.1",	 "172.15.255.255", "100.128.0.1",    "192.0.2.1",
 				 "203.0.113.10", "11.0.0.1",	   "223.255.255.255"};
 	for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++) {
 		if (denies(&p, allowed[i]))
@@ -216,23 +226,22 @@ static void test_allow_and_deny(void **state)
 					      "192.168.0.0/16,198.51.100.0/24,0.0.0.0/0",
 					      1, "a", &e),
 			 0);
-	assert_int_equal(guest_net_list_parse(&deny, "172.16.0.0/12,198.51.100.6,8.8.8.0/24", 0, "d",
-					      &e),
-			 0);
+	assert_int_equal(
+	    guest_net_list_parse(&deny, "172.16.0.0/12,198.51.100.6,8.8.8.0/24", 0, "d", &e), 0);
 	struct guest_net_policy p;
 	assert_int_equal(guest_net_policy_make(&p, &host, &allow, &deny, &e), 0);
-	assert_false(denies(&p, "10.213.7.2"));	 /* allowed */
-	assert_true(denies(&p, "10.213.7.1"));	 /* the host's, whatever the allow says */
-	assert_true(denies(&p, "10.213.7.6"));	 /* next to the allowed /30 */
-	assert_false(denies(&p, "100.64.7.2"));	 /* an allow equal to a default replaces it */
+	assert_false(denies(&p, "10.213.7.2"));	    /* allowed */
+	assert_true(denies(&p, "10.213.7.1"));	    /* the host's, whatever the allow says */
+	assert_true(denies(&p, "10.213.7.6"));	    /* next to the allowed /30 */
+	assert_false(denies(&p, "100.64.7.2"));	    /* an allow equal to a default replaces it */
 	assert_true(denies(&p, "100.100.100.200")); /* a more specific default still wins */
 	assert_int_equal(route(&p, "100.64.0.0", 10), 0);
-	assert_true(denies(&p, "172.16.9.2"));	 /* an allow inside an explicit deny is dropped */
+	assert_true(denies(&p, "172.16.9.2")); /* an allow inside an explicit deny is dropped */
 	assert_false(denies(&p, "192.168.4.4"));
-	assert_true(denies(&p, "198.51.100.6"));  /* a deny inside an allow wins */
+	assert_true(denies(&p, "198.51.100.6")); /* a deny inside an allow wins */
 	assert_false(denies(&p, "198.51.100.5"));
-	assert_true(denies(&p, "8.8.8.8"));	 /* a deny of what no default denies */
-	assert_true(denies(&p, "10.1.1.1"));	 /* 0/0 is an allow of nothing: defaults are narrower */
+	assert_true(denies(&p, "8.8.8.8"));  /* a deny of what no default denies */
+	assert_true(denies(&p, "10.1.1.1")); /* 0/0 is an allow of nothing: defaults are narrower */
 	assert_false(denies(&p, "10.0.2.3"));
 	assert_true(denies(&p, "169.254.169.254"));
 
@@ -264,10 +273,11 @@ static void test_format(void **state)
 	struct guest_net_policy p;
 	assert_int_equal(guest_net_policy_make(&p, &host, &allow, NULL, &e), 0);
 	char deny_s[512], allow_s[512];
-	assert_int_equal(guest_net_policy_format(&p, deny_s, sizeof deny_s, allow_s, sizeof allow_s),
-			 0);
-	assert_string_equal(deny_s, "0/8,10/8,100.64/10,168.63.129.16,169.254/16,172.16/12,192.0.0/24,"
-				    "192.0.2.2,192.168/16,198.18/15,224/4,240/4");
+	assert_int_equal(
+	    guest_net_policy_format(&p, deny_s, sizeof deny_s, allow_s, sizeof allow_s), 0);
+	assert_string_equal(deny_s,
+			    "0/8,10/8,100.64/10,168.63.129.16,169.254/16,172.16/12,192.0.0/24,"
+			    "192.0.2.2,192.168/16,198.18/15,224/4,240/4");
 	assert_string_equal(allow_s, "10.0.2/24,10.213.7.0/30");
 	assert_int_equal(guest_net_policy_format(&p, deny_s, 20, allow_s, sizeof allow_s), -1);
 	assert_int_equal(guest_net_policy_format(&p, deny_s, sizeof deny_s, allow_s, 8), -1);
@@ -284,7 +294,8 @@ static void test_format(void **state)
 		d.v[i].len = 32;
 	}
 	assert_int_equal(guest_net_policy_make(&p, &big_host, &a, &d, &e), 0);
-	assert_true(p.n >= 2 * GUEST_NET_HOST_MAX); /* the allows are redundant, no enclosing deny */
+	assert_true(p.n >=
+		    2 * GUEST_NET_HOST_MAX); /* the allows are redundant, no enclosing deny */
 	assert_true(denies(&p, "13.0.0.5"));
 	assert_true(denies(&p, "11.0.0.63"));
 }
