@@ -83,9 +83,11 @@
 #define VM_MEM_HEADROOM_MB 384	  /* QEMU's own memory: TCG's code cache, slirp, I/O */
 #define VM_TCG_TB_MB	   128	  /* TCG translation cache (QEMU's default is 1 GiB) */
 #define VM_SESSION_FD	   10	  /* QEMU's fd of the session directory (-fsdev path) */
-/* The kernel command line's bytes, with its NUL: -readconfig reads a value of
- * at most 1023 (QEMU 7.2's qemu_config_parse; x86's own limit, 2048, is above
- * it, and microvm appends its virtio_mmio.device= entries within that). */
+/* The kernel command line in vm/qemu.conf: -readconfig reads lines of at most
+ * 1023 bytes (QEMU 7.2's qemu_config_parse), so `  append = "..."` holds at
+ * most VM_APPEND_MAX (x86's own limit, 2048, is above it; microvm adds its
+ * virtio_mmio.device= entries within that). VM_CMDLINE_MAX: buffers. */
+#define VM_APPEND_MAX  1010
 #define VM_CMDLINE_MAX 1024
 
 /* ---- paths and state -------------------------------------------------------------- */
@@ -412,12 +414,12 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 			 "%s cubicle.token=%s",
 			 tsc, desktop ? "desktop" : "none", c->width > 0 ? c->width : 1280,
 			 c->height > 0 ? c->height : 800, egress, c->envd_token);
-	if (n < 0 || n >= VM_CMDLINE_MAX)
+	if (n < 0 || n > VM_APPEND_MAX)
 		return err_set(e, ERR_INVALID,
 			       "vm: the kernel command line would be %d bytes, more than the %d "
 			       "QEMU's -readconfig takes: fewer --egress-allow/--egress-deny or "
 			       "workspace prefixes",
-			       n, VM_CMDLINE_MAX - 1);
+			       n, VM_APPEND_MAX);
 	unlink(path);
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
