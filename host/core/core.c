@@ -190,9 +190,6 @@ static void core_driver_computer(struct core *c, struct store_computer *sc, stru
 	if (!sc->driver_state)
 		sc->driver_state = json_object();
 	dc->state = sc->driver_state;
-	core_egress(c, sc->workspace, p);
-	dc->egress_allow = &p->egress_allow;
-	dc->egress_deny = &p->egress_deny;
 }
 
 /*
@@ -283,6 +280,11 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 	if (create)
 		rc = ops->create(&dc, &de);
 	if (rc == 0) {
+		/* The egress policy is read at each start (a store read: not on
+		 * every driver call, the ticker's alive checks included). */
+		core_egress(c, sc->workspace, &p);
+		dc.egress_allow = &p.egress_allow;
+		dc.egress_deny = &p.egress_deny;
 		rc = ops->start(&dc, &de);
 		snprintf(sc->accel, sizeof sc->accel, "%s", dc.accel);
 		store_computer_update(c->store, sc, NULL); /* the driver state, now */

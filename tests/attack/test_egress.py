@@ -253,6 +253,21 @@ class Container(Egress, unittest.TestCase):
 class MicroVM(Egress, unittest.TestCase):
     isolation = "vm"
 
+    def test_policy_too_long_for_the_command_line(self):
+        """A VM's policy rides on its kernel command line (at most 1010 bytes
+        through QEMU's -readconfig): one that does not fit fails the start
+        with the reason, never boots without it."""
+        ws, k = srv.workspace("long", egress_allow=["10.%d.%d.0/24" % (200 + i // 8, i)
+                                                    for i in range(32)],
+                              egress_deny=["203.0.113.%d" % (100 + i) for i in range(32)])
+        r = srv.req("POST", "/v1/computers?wait=running&timeout_s=120",
+                    {"kind": "sandbox", "size": "sm", "isolation": "vm"}, key=k)
+        cid = r.json.get("id") or r.json["error"].get("computer_id")
+        c = srv.ok("GET", "/v1/computers/%s?wait=error&timeout_s=60" % cid, key=k)
+        self.assertEqual(c["state"], "error")
+        self.assertIn("kernel command line", c["error"])
+        srv.ok("DELETE", "/v1/computers/" + cid, key=k)
+
 
 class WorkspaceFields(unittest.TestCase):
     """The workspace's egress lists: checked, a 400 naming the bad one, admin only."""
