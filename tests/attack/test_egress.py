@@ -17,7 +17,7 @@ are what a guest on this host would reach. No traffic goes to any other
 address (IPv6: only a ULA the test puts on its own veth).
 
 One cubicled (--egress-allow N100/30 --egress-deny NTN.2/32) and two
-workspaces, W0 with no override and W1 with egress_allow [N10/30]; each
+workspaces per isolation, W0 with no override and W1 with egress_allow [N10/30]; each
 gets a container sandbox and a microVM sandbox (TCG here: ~5-10 s a boot):
 
   address                          W0              W1
@@ -212,38 +212,41 @@ class Egress:
         self.assertEqual(res, want)
 
     def test_policy(self):
-        c0 = self.computer(K0)
-        c1 = self.computer(K1)
+        # Workspaces of this test's own: the PATCH below must not leak into another's.
+        w0, k0 = srv.workspace("w0-" + self.isolation)
+        w1, k1 = srv.workspace("w1-" + self.isolation, egress_allow=[N10.cidr])
+        c0 = self.computer(k0)
+        c1 = self.computer(k1)
         common = [N100.addr, NTN.extra]
 
         with self.subTest("defaults, --egress-allow, --egress-deny, the host's own"):
-            self.expect(probe(c0["id"], K0), common)
+            self.expect(probe(c0["id"], k0), common)
         with self.subTest("a workspace's egress_allow: for that workspace only"):
-            self.expect(probe(c1["id"], K1), common + [N10.addr])
+            self.expect(probe(c1["id"], k1), common + [N10.addr])
 
         with self.subTest("the user cannot remove the routes or the rule"):
             out = srv.act(c1["id"], "bash", {
                 "command": "ip route show table 1000; ip rule; "
                            "ip route del %s table 1000 2>&1; "
                            "ip route del 10.0.0.0/8 table 1000 2>&1; "
-                           "ip rule del pref 200 2>&1; id -u" % N10.cidr}, key=K1)["stdout"]
+                           "ip rule del pref 200 2>&1; id -u" % N10.cidr}, key=k1)["stdout"]
             self.assertIn("throw %s" % N10.cidr, out)
             self.assertIn("prohibit 10.0.0.0/8", out)
             self.assertRegex(out, r"200:\s+from all lookup 1000")
             self.assertEqual(out.count("Operation not permitted"), 3, out)
             self.assertTrue(out.rstrip().endswith("1000"), out)
-            self.expect(probe(c1["id"], K1), common + [N10.addr])
+            self.expect(probe(c1["id"], k1), common + [N10.addr])
 
         with self.subTest("a PATCH reaches the workspace's computers at their next start"):
-            ws = srv.ok("PATCH", "/v1/workspaces/" + W0, {"egress_allow": [N172.cidr]})
+            ws = srv.ok("PATCH", "/v1/workspaces/" + w0, {"egress_allow": [N172.cidr]})
             self.assertEqual((ws["egress_allow"], ws["egress_deny"]), ([N172.cidr], []))
-            srv.ok("POST", "/v1/computers/%s/stop?wait=stopped" % c0["id"], key=K0)
+            srv.ok("POST", "/v1/computers/%s/stop?wait=stopped" % c0["id"], key=k0)
             srv.ok("POST", "/v1/computers/%s/start?wait=running&timeout_s=170" % c0["id"],
-                   key=K0)
-            self.expect(probe(c0["id"], K0), common + [N172.addr])
-            self.expect(probe(c1["id"], K1), common + [N10.addr])  # W1's as it was
-        srv.ok("DELETE", "/v1/computers/" + c0["id"], key=K0)
-        srv.ok("DELETE", "/v1/computers/" + c1["id"], key=K1)
+                   key=k0)
+            self.expect(probe(c0["id"], k0), common + [N172.addr])
+            self.expect(probe(c1["id"], k1), common + [N10.addr])  # W1's as it was
+        srv.ok("DELETE", "/v1/computers/" + c0["id"], key=k0)
+        srv.ok("DELETE", "/v1/computers/" + c1["id"], key=k1)
 
 
 class Container(Egress, unittest.TestCase):
