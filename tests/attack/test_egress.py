@@ -38,6 +38,7 @@ user in every guest fails to remove the routes or the rule.
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import unittest
@@ -150,7 +151,23 @@ class Net:
 
 
 SUFFIX = "%05x" % random.getrandbits(20)
-K = random.randrange(0, 62)  # which /30 of each range (x.x.x.4K/30, .4K+4 for the extra)
+
+
+def free_k():
+    """Which /30 of each range (x.x.x.4K/30, .4K+6 for the extra): one whose
+    addresses nothing on the host holds (a namespace deleted a moment ago
+    takes its veth with it only when the kernel gets to it)."""
+    used = run("ip", "-4", "-o", "addr", "show") + run("ip", "-4", "route", "show")
+    for _ in range(100):
+        k = random.randrange(0, 62)
+        if not any(re.search(r"(^|\s)%s\.%d(/|\s)" % (re.escape(p), 4 * k + d), used, re.M)
+                   for p in ("10.213.7", "172.16.213", "100.64.213", "203.0.113")
+                   for d in (1, 2, 6)):
+            return k
+    raise RuntimeError("no free /30 for the test's networks")
+
+
+K = free_k()
 N10 = Net("a", "10.213.7.%d" % (4 * K), v6="fd00:213:7:%x::" % K)
 N172 = Net("b", "172.16.213.%d" % (4 * K))
 N100 = Net("c", "100.64.213.%d" % (4 * K))
