@@ -328,8 +328,8 @@ static void boot_init(const struct boot_plan *p, int sock, int lifeline)
 		/* The disk joins this namespace (the overlay only takes layers
 		 * from it) and leaves with it: no host mount to clean up. */
 		int at = boot_open_dir(sock, "disk");
-		if (move_mount(disk, "", at, "",
-			       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		if (move_mount(disk, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
+		    0)
 			boot_die(sock, "attach the disk", errno, NULL);
 		upper = openat(disk, "upper", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		work = openat(disk, "work", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);

@@ -116,8 +116,8 @@ int store_db_error(struct store *s, const char *doing, struct err *e)
 		       sqlite3_errmsg(s->db), s->path);
 }
 
-int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing, const char *missing,
-		      struct err *e)
+int store_step_change(struct store *s, sqlite3_stmt *st, const char *doing,
+		      const char *missing, struct err *e)
 {
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return store_db_error(s, doing, e);
