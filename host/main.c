@@ -25,6 +25,7 @@
 #include "ident.h"
 #include "token.h"
 #include "core.h"
+#include "guest-net.h"
 #include "store.h"
 
 /* What SIGTERM/SIGINT stop; NULL once the server is being torn down, so a
@@ -90,6 +91,11 @@ static void main_usage(FILE *to)
 	      "  --header-timeout S        request headers complete within (default 10)\n"
 	      "  --body-timeout S          a body arrives within S (default 30), plus 1 s\n"
 	      "  --body-min-rate BYTES     per this many bytes received (default 16384)\n"
+	      "  --egress-allow CIDR,...   IPv4 prefixes guests may reach although the\n"
+	      "                            default egress policy denies them (private,\n"
+	      "                            CGNAT...: host/README.md); never the host's own\n"
+	      "  --egress-deny CIDR,...    IPv4 prefixes guests may not reach, besides the\n"
+	      "                            defaults (beats any allow)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -211,11 +217,14 @@ int main(int argc, char **argv)
 	    .body_timeout_s = 30,
 	    .body_min_rate = 16384,
 	};
+	static struct guest_net_list egress_allow, egress_deny;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
 	    .default_max_running = 10,
 	    .ready_timeout_s = 120,
+	    .egress_allow = &egress_allow,
+	    .egress_deny = &egress_deny,
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -259,6 +268,8 @@ int main(int argc, char **argv)
 	    {"header-timeout", required_argument, NULL, 0x206},
 	    {"body-timeout", required_argument, NULL, 0x207},
 	    {"body-min-rate", required_argument, NULL, 0x208},
+	    {"egress-allow", required_argument, NULL, 'A'},
+	    {"egress-deny", required_argument, NULL, 'D'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -415,6 +426,18 @@ int main(int argc, char **argv)
 		case 0x208:
 			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
 			break;
+			break;
+		case 'A':
+		case 'D': {
+			struct err pe = {0};
+			const char *flag = ch == 'A' ? "--egress-allow" : "--egress-deny";
+			if (guest_net_list_parse(ch == 'A' ? &egress_allow : &egress_deny, optarg,
+						 ch == 'A', flag, &pe) < 0) {
+				fprintf(stderr, "cubicled: %s\n", pe.message);
+				return 2;
+			}
+			break;
+		}
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
 			return 0;

@@ -155,8 +155,9 @@ common_init_script() {
 		#   cubicle.token=TOKEN       required
 		#   cubicle.session=desktop   optional (default: /etc/cubicle/session)
 		#   cubicle.resolution=WxH    optional, the desktop's screen (envd's default)
-		#   cubicle.deny=A/N,...      required: IPv4 prefixes the guest may not reach
-		#                             (prohibit routes), besides 10.0.2.2
+		#   cubicle.deny=A/N,...      required: the egress policy's denies (prohibit
+		#                             routes in table 1000), besides 10.0.2.2
+		#   cubicle.allow=A/N,...     optional: its allows (throw routes: on to main)
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 		export PATH
 
@@ -185,6 +186,12 @@ common_init_script() {
 		tr -d - 2>/dev/null </proc/sys/kernel/random/uuid >/etc/machine-id
 
 		ip link set lo up
+		# IPv6 stays off (QEMU's user networking has it off too): no address
+		# but lo's ::1, no route.
+		for c in default eth0; do
+		    [ -w /proc/sys/net/ipv6/conf/$c/disable_ipv6 ] &&
+		        echo 1 >/proc/sys/net/ipv6/conf/$c/disable_ipv6
+		done
 		if [ -e /sys/class/net/eth0 ]; then
 		    ip link set eth0 up
 		    ip addr add 10.0.2.15/24 dev eth0
@@ -200,12 +207,13 @@ common_init_script() {
 		        session /session || echo "cubicle-init: cannot mount /session" >&2
 		fi
 
-		token= session= resolution= deny=
+		token= session= resolution= deny= allow=
 		[ -r /etc/cubicle/session ] && read -r session </etc/cubicle/session
 		for arg in $(cat /proc/cmdline); do
 		    case "$arg" in
 		    cubicle.token=*) token=${arg#cubicle.token=} ;;
 		    cubicle.deny=*) deny=${arg#cubicle.deny=} ;;
+		    cubicle.allow=*) allow=${arg#cubicle.allow=} ;;
 		    cubicle.session=*) session=${arg#cubicle.session=} ;;
 		    cubicle.resolution=*) resolution=${arg#cubicle.resolution=} ;;
 		    esac
@@ -217,16 +225,22 @@ common_init_script() {
 
 		# Outbound only: QEMU's user networking makes the guest's connections
 		# from the host, so without this the guest reaches the host's own
-		# addresses and link-local (cubicle.deny=, the host driver's list), and
-		# 10.0.2.2 is the host's loopback. Replies to the host's forward to envd
-		# come from envd's port to 10.0.2.2 and pass; the user, without
-		# CAP_NET_ADMIN, cannot undo any of it. Without it, no envd.
+		# addresses, link-local, private and CGNAT ranges behind it (the egress
+		# policy, host/README.md: cubicle.deny= as prohibit routes, cubicle.allow=
+		# as throw routes, in table 1000, looked up before main), and 10.0.2.2 is
+		# the host's loopback. Replies to the host's forward to envd come from
+		# envd's port to 10.0.2.2 and pass; the user, without CAP_NET_ADMIN,
+		# cannot undo any of it. Without it, no envd.
 		fail=
 		for net in $(echo "$deny" | tr , ' '); do
-		    ip route add prohibit "$net" || fail=1
+		    ip route add prohibit "$net" table 1000 || fail=1
+		done
+		for net in $(echo "$allow" | tr , ' '); do
+		    ip route add throw "$net" table 1000 || fail=1
 		done
 		ip rule add to 10.0.2.2 ipproto 6 sport 7777 lookup main pref 100 || fail=1
 		ip rule add to 10.0.2.2 prohibit pref 101 || fail=1
+		ip rule add lookup 1000 pref 200 || fail=1
 		if [ -n "$fail" ] || [ -z "$deny" ]; then
 		    echo "cubicle-init: cannot keep the guest away from the host (cubicle.deny=$deny)" >&2
 		    exec sh

@@ -21,6 +21,7 @@
 #include <openssl/sha.h>
 
 #include "computeruse.h"
+#include "guest-net.h"
 #include "httpd.h"
 #include "ident.h"
 #include "mcp.h"
@@ -288,6 +289,75 @@ static void api_metrics(void *ctx, struct httpd_request *req, struct httpd_respo
 	resp->body_len = text ? strlen(text) : 0;
 }
 
+/*
+ * A workspace's egress list from the body: *given false when absent; null or
+ * [] is the empty list. Every entry must be an IPv4 prefix string
+ * (guest-net.h); the error names the bad one. out: "a.b.c.d/len,...".
+ */
+static int api_egress_param(const json_t *body, const char *name, int allow, char *out, size_t len,
+			    bool *given, struct err *e)
+{
+	json_t *arr = NULL;
+	*given = false;
+	out[0] = 0;
+	if (json_is_null(json_object_get(body, name))) {
+		*given = json_object_get(body, name) != NULL;
+		return 0;
+	}
+	if (param_array(body, name, &arr, e) < 0)
+		return -1;
+	if (!arr)
+		return 0;
+	*given = true;
+	struct guest_net_list l = {0};
+	size_t i;
+	json_t *v;
+	json_array_foreach(arr, i, v)
+	{
+		if (!json_is_string(v))
+			return err_param(e, name, "%s[%zu]: expected a string like \"10.1.0.0/16\"",
+					 name, i);
+		if (guest_net_list_add(&l, json_string_value(v), allow, name, e) < 0)
+			return -1;
+	}
+	if (guest_net_list_format(&l, out, len) < 0)
+		return err_param(e, name, "%s: too long", name);
+	return 0;
+}
+
+/* GET and PATCH /v1/workspaces/{id}: PATCH changes the egress lists (an
+ * absent one is kept); running computers get them at their next start. */
+static void api_workspace(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	struct store_workspace w;
+	int rc = 0;
+	if (req->method == HTTPD_PATCH) {
+		static const char *const known[] = {"egress_allow", "egress_deny", NULL};
+		char allow[STORE_EGRESS_LEN], deny[STORE_EGRESS_LEN];
+		bool has_allow = false, has_deny = false;
+		json_t *body = api_body_json(req, &e);
+		rc = body ? params_check_known(body, known, &e) : -1;
+		if (rc == 0)
+			rc = api_egress_param(body, "egress_allow", 1, allow, sizeof allow,
+					      &has_allow, &e);
+		if (rc == 0)
+			rc = api_egress_param(body, "egress_deny", 0, deny, sizeof deny, &has_deny,
+					      &e);
+		if (rc == 0)
+			rc = store_workspace_set_egress(a->store, c->id, has_allow ? allow : NULL,
+							has_deny ? deny : NULL, &e);
+		json_decref(body);
+		if (rc < 0 && e.code == ERR_NOT_FOUND)
+			err_set(&e, ERR_NOT_FOUND, "no workspace %.40s", c->id);
+	}
+	if (rc == 0)
+		rc = store_workspace_get(a->store, c->id, &w, &e);
+	api_answer(resp, rc, 200, rc == 0 ? store_workspace_json(&w) : NULL, &e);
+}
+
 static void api_workspaces(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 {
 	struct api *a = ctx;
@@ -304,10 +374,13 @@ static void api_workspaces(void *ctx, struct httpd_request *req, struct httpd_re
 		httpd_respond_err(resp, &e);
 		return;
 	}
-	static const char *const known[] = {"name", "max_running", "max_stopped", NULL};
+	static const char *const known[] = {"name",	    "max_running", "max_stopped",
+					    "egress_allow", "egress_deny", NULL};
 	const char *name = NULL;
 	long long max_running = 0, max_stopped = 0;
 	struct store_workspace w;
+	char allow[STORE_EGRESS_LEN], deny[STORE_EGRESS_LEN];
+	bool given;
 	int rc = params_check_known(body, known, &e);
 	if (rc == 0)
 		rc = param_need_str(body, "name", &name, &e);
@@ -316,15 +389,16 @@ static void api_workspaces(void *ctx, struct httpd_request *req, struct httpd_re
 	if (rc == 0)
 		rc = param_int(body, "max_stopped", 0, 100000, &max_stopped, &e) < 0 ? -1 : 0;
 	if (rc == 0)
-		rc = store_workspace_create(a->store, name, (int)max_running, &w, &e);
+		rc = api_egress_param(body, "egress_allow", 1, allow, sizeof allow, &given, &e);
+	if (rc == 0)
+		rc = api_egress_param(body, "egress_deny", 0, deny, sizeof deny, &given, &e);
+	if (rc == 0)
+		rc = store_workspace_create_egress(a->store, name, (int)max_running, allow, deny,
+						   &w, &e);
 	if (rc == 0 && max_stopped > 0 &&
 	    (rc = store_workspace_set_max_stopped(a->store, w.id, (int)max_stopped, &e)) == 0)
 		w.max_stopped = (int)max_stopped;
-	api_answer(resp, rc, 201,
-		   rc == 0 ? json_pack("{s:s, s:s, s:i, s:i}", "id", w.id, "name", w.name,
-				       "max_running", w.max_running, "max_stopped", w.max_stopped)
-			   : NULL,
-		   &e);
+	api_answer(resp, rc, 201, rc == 0 ? store_workspace_json(&w) : NULL, &e);
 	json_decref(body);
 }
 
@@ -1021,6 +1095,10 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 			return -1;
 		if (n >= 3)
 			snprintf(c->id, sizeof c->id, "%s", s[2]);
+		if (n == 3 && (m == HTTPD_GET || m == HTTPD_PATCH)) {
+			route->handler = api_workspace;
+			return 0;
+		}
 		if (n == 3 && m == HTTPD_DELETE) {
 			route->handler = api_workspace_delete;
 			return 0;

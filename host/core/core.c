@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest-net.h"
 #include "ident.h"
 #include "params.h"
 #include "sizes.h"
@@ -133,7 +134,36 @@ json_t *core_json_public(const struct store_computer *sc)
 
 struct core_paths {
 	char dir[512], image[512], session[512];
+	struct guest_net_list egress_allow, egress_deny; /* the server's + the workspace's */
 };
+
+/* The server's egress lists plus workspace ws's (its lists were checked by
+ * the API; one that no longer parses is left out, and said). */
+static void core_egress(struct core *c, const char *ws, struct core_paths *p)
+{
+	struct err e = {0};
+	p->egress_allow.n = p->egress_deny.n = 0;
+	guest_net_list_merge(&p->egress_allow, c->cfg.egress_allow, &e);
+	guest_net_list_merge(&p->egress_deny, c->cfg.egress_deny, &e);
+	struct store_workspace w;
+	if (store_workspace_get(c->store, ws, &w, NULL) < 0)
+		return;
+	struct guest_net_list l;
+	if (guest_net_list_parse(&l, w.egress_allow, 1, "egress_allow", &e) < 0 ||
+	    guest_net_list_merge(&p->egress_allow, &l, &e) < 0 ||
+	    guest_net_list_parse(&l, w.egress_deny, 0, "egress_deny", &e) < 0 ||
+	    guest_net_list_merge(&p->egress_deny, &l, &e) < 0)
+		fprintf(stderr, "cubicled: workspace %s: egress: %s\n", ws, e.message);
+}
+
+/* Whether workspace ws changes the egress policy (its computers cannot be
+ * warm-pool desktops, which were started with the server's). */
+static bool core_ws_egress(struct core *c, const char *ws)
+{
+	struct store_workspace w;
+	return store_workspace_get(c->store, ws, &w, NULL) == 0 &&
+	       (w.egress_allow[0] || w.egress_deny[0]);
+}
 
 static void core_driver_computer(struct core *c, struct store_computer *sc, struct core_paths *p,
 				 struct driver_computer *dc)
@@ -251,6 +281,11 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 	if (create)
 		rc = ops->create(&dc, &de);
 	if (rc == 0) {
+		/* The egress policy is read at each start (a store read: not on
+		 * every driver call, the ticker's alive checks included). */
+		core_egress(c, sc->workspace, &p);
+		dc.egress_allow = &p.egress_allow;
+		dc.egress_deny = &p.egress_deny;
 		rc = ops->start(&dc, &de);
 		snprintf(sc->accel, sizeof sc->accel, "%s", dc.accel);
 		store_computer_update(c->store, sc, NULL); /* the driver state, now */
@@ -598,7 +633,8 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 		snprintf(sc.session_id, sizeof sc.session_id, "%s", session);
 	}
 	/* The pool's desktops have the default isolation. */
-	if (strcmp(sc.kind, "desktop") == 0 && (iso == 1) == c->default_vm) {
+	if (strcmp(sc.kind, "desktop") == 0 && (iso == 1) == c->default_vm &&
+	    !core_ws_egress(c, sc.workspace)) {
 		int claimed = pool_claim(c, sc.workspace, sc.size, params, out, e);
 		if (claimed != 0) {
 			store_computer_clear(&sc);

@@ -24,6 +24,8 @@
 #include "err.h"
 #include "store.h"
 
+struct guest_net_list;
+
 struct core_config {
 	const char *state_dir;	/* computers/<id>/, sessions/<id>/ live here */
 	const char *images_dir; /* <images>/<desktop|sandbox>/ */
@@ -38,6 +40,9 @@ struct core_config {
 	uint64_t spool_max;	      /* spooled file transfers of everyone: 16 GiB */
 	uint64_t spool_min_free;      /* free space the spool leaves on its disk: 1 GiB */
 	uint64_t session_quota;	      /* a workspace's session disk: 10 GiB; 0 = none */
+	/* --egress-allow, --egress-deny (guest-net.h): every computer's, with
+	 * its workspace's egress_allow/egress_deny added at each start. */
+	const struct guest_net_list *egress_allow, *egress_deny; /* NULL = none */
 };
 
 struct core;

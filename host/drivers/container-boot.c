@@ -595,8 +595,8 @@ static void boot_wait_exec(struct boot_launch *l, int sock)
 
 /*
  * Moves the launcher into a new network namespace for init to inherit,
- * with lo up and a "prohibit" route for each destination of the plan's
- * deny list (guest-net.h). The namespace belongs to the host's user
+ * with lo up and the routes and rule of the plan's egress policy
+ * (guest-net.h). The namespace belongs to the host's user
  * namespace, not the guest's: nobody in the guest, its root included, has
  * CAP_NET_ADMIN over it, so the routes stay (and no raw socket opens).
  * For the same reason the guest may not mount its sysfs (sysfs belongs to
@@ -613,7 +613,7 @@ static int boot_guest_netns(struct boot_launch *l, int *sysfs)
 	if (unshare(CLONE_NEWNET) < 0)
 		boot_launch_fail(l, "create the guest's network namespace: %s", strerror(errno));
 	const char *step;
-	if (guest_net_apply(l->p->deny, &step) < 0)
+	if (guest_net_apply(l->p->egress, &step) < 0)
 		boot_launch_fail(l, "guest network: %s: %s", step, strerror(errno));
 	int fs = fsopen("sysfs", FSOPEN_CLOEXEC);
 	if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)

@@ -5,7 +5,7 @@
  *   caller (cubicled, any thread)
  *     └─ fork: launcher (setsid; exits when the boot is done)
  *          ├─ unshare(NEWNET): the guest's network namespace, owned by
- *          │    the host's root, lo up and the deny list's routes in it
+ *          │    the host's root, lo up and the egress policy's routes in it
  *          ├─ clone3(NEWUSER|NEWPID|NEWNS|NEWUTS|NEWIPC): init, in that
  *          │    network namespace; waits for the launcher, mounts the root,
  *          │    pivots, applies no_new_privs + seccomp, execs tini → envd
@@ -46,9 +46,9 @@ struct boot_plan {
 	int log_fd;	   /* the guest's stdout and stderr */
 	char *const *argv; /* the guest's init, a path inside the image */
 	char *const *envp;
-	const char *slirp_path;		   /* slirp4netns executable */
-	const struct guest_net_deny *deny; /* prohibit routes in the guest's network */
-	int timeout_ms;			   /* for the whole boot (until the init has exec'd) */
+	const char *slirp_path;		       /* slirp4netns executable */
+	const struct guest_net_policy *egress; /* the routes of the guest's network */
+	int timeout_ms;			       /* for the whole boot (until the init has exec'd) */
 };
 
 struct boot_result {

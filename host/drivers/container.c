@@ -569,8 +569,8 @@ static int ct_start(struct driver_computer *c, struct err *e)
 		    "container: slirp4netns is not installed (apt-get install slirp4netns)");
 	if (ct_write_token(c, base, e) < 0 || ct_prepare_session(c, base, e) < 0)
 		return -1;
-	struct guest_net_deny deny;
-	if (guest_net_deny_host(&deny, e) < 0)
+	struct guest_net_policy egress;
+	if (guest_net_policy_build(&egress, c->egress_allow, c->egress_deny, e) < 0)
 		return -1;
 	char disk[4096];
 	bool limited = ct_disk_limited(c);
@@ -629,7 +629,7 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	    .argv = argv,
 	    .envp = envp,
 	    .slirp_path = slirp,
-	    .deny = &deny,
+	    .egress = &egress,
 	    .timeout_ms = CT_START_TIMEOUT,
 	};
 	struct boot_result r;

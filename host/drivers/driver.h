@@ -20,6 +20,8 @@
 
 #include "err.h"
 
+struct guest_net_list;
+
 struct driver_computer {
 	const char *id;		 /* "c-..." : safe in file names */
 	const char *kind;	 /* "desktop" | "sandbox" */
@@ -36,6 +38,11 @@ struct driver_computer {
 	json_t *state;		 /* the driver's persisted state: an object the core
 				    owns; the driver reads and updates it in place */
 	char accel[8];		 /* set by start: "kvm" | "tcg" for a microVM, else "" */
+	/* The egress policy's explicit lists (guest-net.h), the server's and the
+	 * workspace's merged; NULL = none. Applied at each start (a microVM
+	 * restored from its snapshot keeps the policy of its cold boot, so one
+	 * whose policy changed boots cold). */
+	const struct guest_net_list *egress_allow, *egress_deny;
 };
 
 struct driver_ops {

@@ -83,6 +83,12 @@
 #define VM_MEM_HEADROOM_MB 384	  /* QEMU's own memory: TCG's code cache, slirp, I/O */
 #define VM_TCG_TB_MB	   128	  /* TCG translation cache (QEMU's default is 1 GiB) */
 #define VM_SESSION_FD	   10	  /* QEMU's fd of the session directory (-fsdev path) */
+/* The kernel command line in vm/qemu.conf: -readconfig reads lines of at most
+ * 1023 bytes (QEMU 7.2's qemu_config_parse), so `  append = "..."` holds at
+ * most VM_APPEND_MAX (x86's own limit, 2048, is above it; microvm adds its
+ * virtio_mmio.device= entries within that). VM_CMDLINE_MAX: buffers. */
+#define VM_APPEND_MAX  1010
+#define VM_CMDLINE_MAX 1024
 
 /* ---- paths and state -------------------------------------------------------------- */
 
@@ -366,23 +372,54 @@ static long vm_tsc_khz(void)
 	return (long)(mhz * 1000);
 }
 
+/* The egress policy for cubicle-init: "cubicle.deny=... cubicle.allow=..."
+ * (guest-net.h; compact: the kernel command line has VM_CMDLINE_MAX bytes). */
+static int vm_egress(const struct driver_computer *c, char *out, size_t len, struct err *e)
+{
+	struct guest_net_policy p;
+	char deny[VM_CMDLINE_MAX], allow[VM_CMDLINE_MAX];
+	if (guest_net_policy_build(&p, c->egress_allow, c->egress_deny, e) < 0)
+		return -1;
+	if (guest_net_policy_format(&p, deny, sizeof deny, allow, sizeof allow) < 0 ||
+	    snprintf(out, len, "cubicle.deny=%s%s%s", deny, allow[0] ? " cubicle.allow=" : "",
+		     allow) >= (int)len)
+		return err_set(
+		    e, ERR_INVALID,
+		    "vm: the egress policy (%d prefixes) does not fit the kernel command "
+		    "line: fewer --egress-allow/--egress-deny or workspace prefixes",
+		    p.n);
+	return 0;
+}
+
 /* vm/qemu.conf: the machine, kernel and command line (with the token and
- * the destinations cubicle-init denies the guest: guest-net.h). */
-static int vm_write_conf(struct driver_computer *c, const char *image, unsigned uid, struct err *e)
+ * the egress policy cubicle-init applies: guest-net.h). */
+static int vm_write_conf(struct driver_computer *c, const char *image, unsigned uid,
+			 const char *egress, struct err *e)
 {
 	if (!c->envd_token || strlen(c->envd_token) < 16 ||
 	    strspn(c->envd_token, "0123456789abcdefABCDEF_-") != strlen(c->envd_token))
 		return err_set(e, ERR_INVALID,
 			       "vm: the envd token must be at least 16 characters of [0-9a-f_-]");
-	struct guest_net_deny deny;
-	char deny_s[GUEST_NET_DENY_MAX * 20];
-	if (guest_net_deny_host(&deny, e) < 0)
-		return -1;
-	if (guest_net_deny_format(&deny, deny_s, sizeof deny_s) < 0)
-		return err_set(e, ERR_INTERNAL, "vm: the deny list does not fit");
 	char path[4200];
 	if (vm_path(c, "qemu.conf", path, sizeof path, e) < 0)
 		return -1;
+	bool desktop = c->kind && strcmp(c->kind, "desktop") == 0;
+	long khz = vm_tsc_khz();
+	char tsc[48] = "", append[VM_CMDLINE_MAX + 1];
+	if (khz > 0)
+		snprintf(tsc, sizeof tsc, " tsc_early_khz=%ld", khz);
+	int n = snprintf(append, sizeof append,
+			 "console=ttyS0 root=/dev/vda rw panic=-1 quiet%s "
+			 "init=/sbin/cubicle-init cubicle.session=%s cubicle.resolution=%dx%d "
+			 "%s cubicle.token=%s",
+			 tsc, desktop ? "desktop" : "none", c->width > 0 ? c->width : 1280,
+			 c->height > 0 ? c->height : 800, egress, c->envd_token);
+	if (n < 0 || n > VM_APPEND_MAX)
+		return err_set(e, ERR_INVALID,
+			       "vm: the kernel command line would be %d bytes, more than the %d "
+			       "QEMU's -readconfig takes: fewer --egress-allow/--egress-deny or "
+			       "workspace prefixes",
+			       n, VM_APPEND_MAX);
 	unlink(path);
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
@@ -392,11 +429,6 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 		return err_set(e, ERR_UNAVAILABLE, "vm: cannot write %s: %s", path,
 			       strerror(errno));
 	}
-	bool desktop = c->kind && strcmp(c->kind, "desktop") == 0;
-	long khz = vm_tsc_khz();
-	char tsc[48] = "";
-	if (khz > 0)
-		snprintf(tsc, sizeof tsc, " tsc_early_khz=%ld", khz);
 	fprintf(f,
 		"[machine]\n"
 		"  type = \"microvm\"\n"
@@ -408,12 +440,8 @@ static int vm_write_conf(struct driver_computer *c, const char *image, unsigned 
 		"  memory-backend = \"mem\"\n"
 		"  kernel = \"%s/vmlinuz\"\n"
 		"  initrd = \"%s/initrd.img\"\n"
-		"  append = \"console=ttyS0 root=/dev/vda rw panic=-1 quiet%s "
-		"init=/sbin/cubicle-init cubicle.session=%s cubicle.resolution=%dx%d "
-		"cubicle.deny=%s cubicle.token=%s\"\n",
-		vm_qemu_image(c, image), vm_qemu_image(c, image), tsc, desktop ? "desktop" : "none",
-		c->width > 0 ? c->width : 1280, c->height > 0 ? c->height : 800, deny_s,
-		c->envd_token);
+		"  append = \"%s\"\n",
+		vm_qemu_image(c, image), vm_qemu_image(c, image), append);
 	bool ok = fchown(fd, uid, uid) == 0;
 	ok = fclose(f) == 0 && ok;
 	if (!ok)
@@ -823,7 +851,8 @@ static int vm_wait_envd(struct driver_computer *c, int port, long long deadline,
 
 /* One QEMU run: a restore when `restore`, else a cold boot. QEMU is halted
  * again on failure. */
-static int vm_boot(struct driver_computer *c, const char *image, bool restore, struct err *e)
+static int vm_boot(struct driver_computer *c, const char *image, const char *egress, bool restore,
+		   struct err *e)
 {
 	unsigned uid = vm_qemu_uid(c);
 	bool kvm = vm_use_kvm();
@@ -833,7 +862,7 @@ static int vm_boot(struct driver_computer *c, const char *image, bool restore, s
 			       "vm: %s is not installed (apt-get install qemu-system-x86)",
 			       VM_QEMU);
 	int port = vm_free_port(e);
-	if (port < 0 || vm_write_conf(c, image, uid, e) < 0 ||
+	if (port < 0 || vm_write_conf(c, image, uid, egress, e) < 0 ||
 	    vm_touch(c, "qemu.log", uid, e) < 0 || vm_touch(c, "console.log", uid, e) < 0)
 		return -1;
 	if (!restore) {
@@ -885,11 +914,20 @@ static int vm_start(struct driver_computer *c, struct err *e)
 	if (vm_halt(c, e) < 0 || vm_create(c, e) < 0 || vm_image(c, image, sizeof image, e) < 0 ||
 	    vm_path(c, "snapshot", snap, sizeof snap, e) < 0)
 		return -1;
+	/* The egress policy now; a snapshot restores the one of its cold boot
+	 * (cubicle-init applied it), so a changed policy means a cold boot. */
+	char egress[VM_CMDLINE_MAX];
+	if (vm_egress(c, egress, sizeof egress, e) < 0)
+		return -1;
+	const char *booted = drv_state_str(c->state, "egress", "");
 	long long t0 = drv_now_ms();
 	char boot[400] = "cold: no snapshot";
-	if (access(snap, F_OK) == 0) {
+	if (access(snap, F_OK) == 0 && strcmp(booted, egress) != 0) {
+		unlink(snap);
+		snprintf(boot, sizeof boot, "cold: the egress policy changed");
+	} else if (access(snap, F_OK) == 0) {
 		struct err re = {0};
-		if (vm_boot(c, image, true, &re) == 0) {
+		if (vm_boot(c, image, egress, true, &re) == 0) {
 			/* The guest runs on: the snapshot no longer matches the disk. */
 			unlink(snap);
 			json_object_set_new(c->state, "boot", json_string("restored"));
@@ -906,17 +944,18 @@ static int vm_start(struct driver_computer *c, struct err *e)
 		boot);
 	/* One retry: another process may take the free port before QEMU binds it. */
 	struct err first = {0};
-	if (vm_boot(c, image, false, &first) < 0) {
+	if (vm_boot(c, image, egress, false, &first) < 0) {
 		char qlog[4200], tail[200];
 		vm_path(c, "qemu.log", qlog, sizeof qlog, NULL);
 		drv_log_tail(qlog, tail, sizeof tail);
-		if (!strstr(tail, "host forwarding") || vm_boot(c, image, false, e) < 0) {
+		if (!strstr(tail, "host forwarding") || vm_boot(c, image, egress, false, e) < 0) {
 			if (e && !e->code)
 				*e = first;
 			return -1;
 		}
 	}
 	json_object_set_new(c->state, "boot", json_string(boot));
+	json_object_set_new(c->state, "egress", json_string(egress));
 	fprintf(stderr, "cubicled: %s: vm: envd answers %lld ms after QEMU started\n", c->id,
 		drv_now_ms() - t0);
 	return 0;

@@ -118,6 +118,10 @@ static const char *const store_migrations[] = {
     /* 4: stopped computers allowed per workspace (0 = the server's
      * --max-stopped-per-workspace). */
     "ALTER TABLE workspaces ADD COLUMN max_stopped INTEGER NOT NULL DEFAULT 0;",
+    /* 5: a workspace's egress policy override, each a list of IPv4
+     * prefixes "a.b.c.d/len,..." ('' = none), checked by the API. */
+    "ALTER TABLE workspaces ADD COLUMN egress_allow TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE workspaces ADD COLUMN egress_deny TEXT NOT NULL DEFAULT '';",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))

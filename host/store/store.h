@@ -27,23 +27,41 @@ void store_close(struct store *s);
 
 /* ---- workspaces and keys ----------------------------------------------- */
 
+/* A workspace's egress list in text: 32 prefixes of at most 18 bytes and commas. */
+#define STORE_EGRESS_LEN 640
+
 struct store_workspace {
 	char id[40]; /* "ws-" + 16 hex */
 	char name[128];
 	int max_running; /* running computers allowed at once; 0 = the server default */
 	int max_stopped; /* stopped computers allowed at once; 0 = the server default */
 	int64_t created_ms;
+	/* The egress policy's override (guest-net.h): IPv4 prefixes
+	 * "a.b.c.d/len,..." added to cubicled's --egress-allow/--egress-deny;
+	 * "" = none. The store keeps what it is given: the API checks them. */
+	char egress_allow[STORE_EGRESS_LEN], egress_deny[STORE_EGRESS_LEN];
 };
 
 /* Creates a workspace; fills out (id generated). ERR_INVALID for an empty name. */
 int store_workspace_create(struct store *s, const char *name, int max_running,
 			   struct store_workspace *out, struct err *e);
+/* The same with its egress lists (NULL = none); ERR_INVALID (param) for a
+ * list longer than STORE_EGRESS_LEN - 1. */
+int store_workspace_create_egress(struct store *s, const char *name, int max_running,
+				  const char *egress_allow, const char *egress_deny,
+				  struct store_workspace *out, struct err *e);
+/* Replaces a workspace's egress lists; NULL keeps one as it is. ERR_NOT_FOUND
+ * for an unknown workspace. Computers get the new policy at their next start. */
+int store_workspace_set_egress(struct store *s, const char *id, const char *egress_allow,
+			       const char *egress_deny, struct err *e);
 /* ERR_NOT_FOUND when there is no such workspace. */
 int store_workspace_get(struct store *s, const char *id, struct store_workspace *out,
 			struct err *e);
-/* All workspaces, oldest first, as a JSON array of
- * {"id","name","max_running","max_stopped","created_at"} (created_at in Unix ms). */
+/* All workspaces, oldest first, as a JSON array of store_workspace_json's. */
 int store_workspace_list(struct store *s, json_t **out, struct err *e);
+/* {"id","name","max_running","max_stopped","created_at" (Unix ms),
+ *  "egress_allow":[...],"egress_deny":[...]} */
+json_t *store_workspace_json(const struct store_workspace *w);
 /* Sets a workspace's max_stopped (>= 0; 0 = the server default). */
 int store_workspace_set_max_stopped(struct store *s, const char *id, int max_stopped,
 				    struct err *e);

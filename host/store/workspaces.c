@@ -36,13 +36,18 @@
 static void store_keys_revoked(struct store *s);
 
 static const char SQL_WS_INSERT[] =
-    "INSERT INTO workspaces (id, name, max_running, created_ms) VALUES (?1, ?2, ?3, ?4)";
+    "INSERT INTO workspaces (id, name, max_running, created_ms, egress_allow, egress_deny)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 static const char SQL_WS_GET[] =
-    "SELECT id, name, max_running, created_ms, max_stopped FROM workspaces"
-    " WHERE id = ?1 AND deleted_ms = 0";
-static const char SQL_WS_LIST[] = "SELECT id, name, max_running, created_ms, max_stopped FROM "
-				  "workspaces WHERE deleted_ms = 0 ORDER BY created_ms, rowid";
+    "SELECT id, name, max_running, created_ms, max_stopped, egress_allow, egress_deny"
+    " FROM workspaces WHERE id = ?1 AND deleted_ms = 0";
+static const char SQL_WS_LIST[] =
+    "SELECT id, name, max_running, created_ms, max_stopped, egress_allow, egress_deny"
+    " FROM workspaces WHERE deleted_ms = 0 ORDER BY created_ms, rowid";
 static const char SQL_WS_SET_MAX_STOPPED[] = "UPDATE workspaces SET max_stopped = ?2 WHERE id = ?1";
+static const char SQL_WS_SET_EGRESS[] =
+    "UPDATE workspaces SET egress_allow = coalesce(?2, egress_allow),"
+    " egress_deny = coalesce(?3, egress_deny) WHERE id = ?1";
 static const char SQL_KEY_INSERT[] =
     "INSERT INTO api_keys (hash, workspace, created_ms, prefix) VALUES (?1, ?2, ?3, ?4)";
 static const char SQL_KEY_USED[] = "UPDATE api_keys SET last_used_ms = ?2 WHERE id = ?1";
@@ -68,12 +73,57 @@ static void store_workspace_row(sqlite3_stmt *st, struct store_workspace *out)
 	out->max_running = sqlite3_column_int(st, 2);
 	out->created_ms = sqlite3_column_int64(st, 3);
 	out->max_stopped = sqlite3_column_int(st, 4);
+	store_col_text(st, 5, out->egress_allow, sizeof out->egress_allow);
+	store_col_text(st, 6, out->egress_deny, sizeof out->egress_deny);
+}
+
+/* A comma-separated list as a JSON array of strings. */
+static json_t *store_csv_json(const char *csv)
+{
+	json_t *a = json_array();
+	while (a && *csv) {
+		size_t n = strcspn(csv, ",");
+		if (n)
+			json_array_append_new(a, json_stringn(csv, n));
+		csv += n;
+		if (*csv == ',')
+			csv++;
+	}
+	return a;
+}
+
+json_t *store_workspace_json(const struct store_workspace *w)
+{
+	return json_pack("{s:s, s:s, s:i, s:i, s:I, s:o, s:o}", "id", w->id, "name", w->name,
+			 "max_running", w->max_running, "max_stopped", w->max_stopped, "created_at",
+			 (json_int_t)w->created_ms,
+			 "egress_allow", store_csv_json(w->egress_allow), "egress_deny",
+			 store_csv_json(w->egress_deny));
+}
+
+static int store_egress_fits(const char *list, const char *param, struct err *e)
+{
+	if (list && !store_fits(list, STORE_EGRESS_LEN))
+		return err_param(e, param, "%s: longer than %d bytes", param, STORE_EGRESS_LEN - 1);
+	return 0;
 }
 
 int store_workspace_create(struct store *s, const char *name, int max_running,
 			   struct store_workspace *out, struct err *e)
 {
+	return store_workspace_create_egress(s, name, max_running, NULL, NULL, out, e);
+}
+
+int store_workspace_create_egress(struct store *s, const char *name, int max_running,
+				  const char *egress_allow, const char *egress_deny,
+				  struct store_workspace *out, struct err *e)
+{
 	struct store_workspace w = {0};
+	if (store_egress_fits(egress_allow, "egress_allow", e) < 0 ||
+	    store_egress_fits(egress_deny, "egress_deny", e) < 0)
+		return -1;
+	snprintf(w.egress_allow, sizeof w.egress_allow, "%s", egress_allow ? egress_allow : "");
+	snprintf(w.egress_deny, sizeof w.egress_deny, "%s", egress_deny ? egress_deny : "");
 	if (!name || !*name)
 		return err_param(e, "name", "name: a workspace needs a non-empty name");
 	if (!store_fits(name, sizeof w.name))
@@ -98,6 +148,8 @@ int store_workspace_create(struct store *s, const char *name, int max_running,
 		sqlite3_bind_text(st, 2, w.name, -1, SQLITE_STATIC);
 		sqlite3_bind_int(st, 3, w.max_running);
 		sqlite3_bind_int64(st, 4, w.created_ms);
+		sqlite3_bind_text(st, 5, w.egress_allow, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 6, w.egress_deny, -1, SQLITE_STATIC);
 		step = sqlite3_step(st);
 		if (step == SQLITE_DONE) {
 			rc = 0;
@@ -156,10 +208,7 @@ int store_workspace_list(struct store *s, json_t **out, struct err *e)
 		while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 			struct store_workspace w = {0};
 			store_workspace_row(st, &w);
-			json_array_append_new(
-			    list, json_pack("{s:s, s:s, s:i, s:i, s:I}", "id", w.id, "name", w.name,
-					    "max_running", w.max_running, "max_stopped",
-					    w.max_stopped, "created_at", (json_int_t)w.created_ms));
+			json_array_append_new(list, store_workspace_json(&w));
 		}
 		if (step == SQLITE_DONE)
 			rc = 0;
@@ -190,6 +239,31 @@ int store_workspace_set_max_stopped(struct store *s, const char *id, int max_sto
 		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 		sqlite3_bind_int(st, 2, max_stopped);
 		rc = store_step_change(s, st, "setting a workspace's max_stopped", missing, e);
+	}
+	store_stmt_done(st);
+	store_unlock(s);
+	return rc;
+}
+
+int store_workspace_set_egress(struct store *s, const char *id, const char *egress_allow,
+			       const char *egress_deny, struct err *e)
+{
+	if (!id || !*id)
+		return err_param(e, "workspace", "workspace: the workspace id is empty");
+	if (store_egress_fits(egress_allow, "egress_allow", e) < 0 ||
+	    store_egress_fits(egress_deny, "egress_deny", e) < 0)
+		return -1;
+	store_lock(s);
+	int rc = -1;
+	sqlite3_stmt *st = store_stmt(s, SQL_WS_SET_EGRESS, e);
+	if (st) {
+		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+		if (egress_allow)
+			sqlite3_bind_text(st, 2, egress_allow, -1, SQLITE_STATIC);
+		if (egress_deny)
+			sqlite3_bind_text(st, 3, egress_deny, -1, SQLITE_STATIC);
+		rc = store_step_change(s, st, "changing a workspace's egress policy",
+				       "no such workspace", e);
 	}
 	store_stmt_done(st);
 	store_unlock(s);

@@ -143,13 +143,16 @@ class Sandbox(unittest.TestCase):
             self.assertEqual(set(res.values()), {"EACCES"}, res)
             self.assertEqual(len(res), len(net.host_targets()) + 1)
             self.assertEqual(net.reached(), [])
-            out = bash(cid, "ip rule; ip route show type prohibit; ip route get 10.0.2.3; "
-                       "ip rule del pref 101 2>&1; ip route del 169.254.0.0/16 2>&1; "
-                       "ip route del prohibit %s 2>&1; echo rc=$?" % net.host_end)["stdout"]
+            # (the egress policy's table, guest-net.h: looked up before main)
+            out = bash(cid, "ip rule; ip route show table 1000; ip route get 10.0.2.3; "
+                       "ip rule del pref 101 2>&1; ip route del 169.254.0.0/16 table 1000 2>&1; "
+                       "ip route del prohibit %s table 1000 2>&1; echo rc=$?"
+                       % net.host_end)["stdout"]
             # (no /etc/protocols in the image: TCP shows as ipproto-6)
             self.assertRegex(out, r"100:\s+from all to 10\.0\.2\.2 "
                                   r"ipproto (tcp|ipproto-6) sport 7777 lookup main")
             self.assertRegex(out, r"101:\s+from all to 10\.0\.2\.2 prohibit")
+            self.assertRegex(out, r"200:\s+from all lookup 1000")
             self.assertIn("169.254.0.0/16", out)
             self.assertIn("prohibit %s " % net.host_end, out)
             self.assertIn("10.0.2.3 dev eth0", out)

@@ -184,6 +184,45 @@ static bool file_contains(const char *path, const char *needle)
 	return found;
 }
 
+/* A workspace's egress lists: stored as given, changed one at a time, in its JSON. */
+static void test_workspace_egress(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace a, got;
+	assert_int_equal(
+	    store_workspace_create_egress(f->s, "acme", 0, "10.213.7.0/30", NULL, &a, &e), 0);
+	assert_int_equal(store_workspace_get(f->s, a.id, &got, &e), 0);
+	assert_string_equal(got.egress_allow, "10.213.7.0/30");
+	assert_string_equal(got.egress_deny, "");
+	/* NULL keeps a list, "" clears it. */
+	assert_int_equal(
+	    store_workspace_set_egress(f->s, a.id, NULL, "203.0.113.0/24,8.8.8.8/32", &e), 0);
+	assert_int_equal(store_workspace_get(f->s, a.id, &got, &e), 0);
+	assert_string_equal(got.egress_allow, "10.213.7.0/30");
+	assert_string_equal(got.egress_deny, "203.0.113.0/24,8.8.8.8/32");
+	json_t *j = store_workspace_json(&got);
+	assert_int_equal(json_array_size(json_object_get(j, "egress_deny")), 2);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(j, "egress_deny"), 1)),
+			    "8.8.8.8/32");
+	assert_int_equal(json_array_size(json_object_get(j, "egress_allow")), 1);
+	json_decref(j);
+	assert_int_equal(store_workspace_set_egress(f->s, a.id, "", NULL, &e), 0);
+	assert_int_equal(store_workspace_get(f->s, a.id, &got, &e), 0);
+	assert_string_equal(got.egress_allow, "");
+	assert_string_equal(got.egress_deny, "203.0.113.0/24,8.8.8.8/32");
+	/* A plain create has none; an unknown workspace is not found; too long is refused. */
+	assert_int_equal(store_workspace_create(f->s, "globex", 0, &got, &e), 0);
+	assert_string_equal(got.egress_allow, "");
+	assert_int_equal(store_workspace_set_egress(f->s, "ws-0000000000000000", "", "", &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	char big[STORE_EGRESS_LEN + 1];
+	memset(big, '1', sizeof big - 1);
+	big[sizeof big - 1] = 0;
+	assert_int_equal(store_workspace_set_egress(f->s, a.id, big, NULL, &e), -1);
+	assert_string_equal(e.param, "egress_allow");
+}
+
 static void test_keys(void **state)
 {
 	struct fixture *f = *state;
@@ -1485,6 +1524,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_workspace_create_get_list, fixture_setup,
 					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_workspace_egress, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_keys, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_key_admin, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_revocations, fixture_setup,
