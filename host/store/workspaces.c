@@ -61,7 +61,8 @@ static const char SQL_WS_DELETE[] =
     "UPDATE workspaces SET deleted_ms = ?2 WHERE id = ?1 AND deleted_ms = 0";
 /* The keys that authenticate, which store_key_lookup answers from memory:
  * extend this query when a key's validity comes to depend on more. */
-static const char SQL_KEYS_VALID[] = "SELECT hash, workspace, id, last_used_ms FROM api_keys WHERE revoked_ms = 0";
+static const char SQL_KEYS_VALID[] =
+    "SELECT hash, workspace, id, last_used_ms FROM api_keys WHERE revoked_ms = 0";
 static const char SQL_KEY_REVOKE[] =
     "UPDATE api_keys SET revoked_ms = CASE WHEN revoked_ms = 0 THEN ?2 ELSE revoked_ms END"
     " WHERE hash = ?1";
@@ -96,9 +97,8 @@ json_t *store_workspace_json(const struct store_workspace *w)
 {
 	return json_pack("{s:s, s:s, s:i, s:i, s:I, s:o, s:o}", "id", w->id, "name", w->name,
 			 "max_running", w->max_running, "max_stopped", w->max_stopped, "created_at",
-			 (json_int_t)w->created_ms,
-			 "egress_allow", store_csv_json(w->egress_allow), "egress_deny",
-			 store_csv_json(w->egress_deny));
+			 (json_int_t)w->created_ms, "egress_allow", store_csv_json(w->egress_allow),
+			 "egress_deny", store_csv_json(w->egress_deny));
 }
 
 static int store_egress_fits(const char *list, const char *param, struct err *e)
