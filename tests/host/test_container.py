@@ -817,9 +817,22 @@ class Teardown(ContainerTest):
     def leftovers(self, c, base, netns, pids):
         for pid in pids:
             reap(pid)
-        procs = processes()
-        left = {p: v for p, v in procs.items()
-                if base <= v[0] < base + 65536 or (netns and v[2] == netns) or p in pids}
+
+        def left_now():
+            return {p: v for p, v in processes().items()
+                    if base <= v[0] < base + 65536 or (netns and v[2] == netns) or p in pids}
+        # The pid namespace's other processes die with its init and are
+        # reaped by the kernel as the namespace goes: a zombie of the
+        # computer's may still show for a moment. Anything else is a leak.
+        left = left_now()
+        if left and all(v[1] == "Z" for v in left.values()):
+            try:
+                wait_until(lambda: not left_now() or
+                           any(v[1] != "Z" for v in left_now().values()), 10,
+                           "the computer's zombies to be reaped")
+            except Exception:
+                pass
+            left = left_now()
         mounts = [l for l in read("/proc/self/mountinfo").splitlines() if c.dir in l]
         mounts += loop_devices(c.dir)
         return left, mounts
