@@ -26,13 +26,17 @@ function main() {
   const nworkers = Math.max(1, Number(process.argv[2]) || 2);
   const workers = [];
   const queue = [];
+  // Workers that die before they are ever ready (QuickJS cannot load: a
+  // missing package, no memory) are not respawned forever: after a few in a
+  // row the supervisor exits, cubicled answers 503 and tries again later.
+  let stillborn = 0;
   const spawn = () => {
     const w = new Worker(fileURLToPath(import.meta.url), {
       workerData: {}, resourceLimits: { maxOldGenerationSizeMb: 64 }, stdout: false, stderr: false,
     });
     const slot = { w, busy: null, ready: false };
     w.on('message', (m) => {
-      if (m === 'ready') { slot.ready = true; pump(); return; }
+      if (m === 'ready') { slot.ready = slot.born = true; stillborn = 0; pump(); return; }
       if (m === 'started') { if (slot.busy) slot.busy.start(); return; }
       const job = slot.busy;
       slot.busy = null;
@@ -46,6 +50,10 @@ function main() {
       const job = slot.busy;
       slot.busy = null;
       if (job) { clearTimeout(job.timer); job.done(job.killed || { error: E.internal, msg: 'the JavaScript worker died' }); }
+      if (!slot.born && ++stillborn >= 3) {
+        process.stderr.write('cubicle-jsrun: JavaScript workers die before they are ready; exiting\n');
+        process.exit(4);
+      }
       workers.push(spawn());
       pump();
     });
