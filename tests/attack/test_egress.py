@@ -106,6 +106,7 @@ class Net:
     optionally an IPv6 ULA pair."""
 
     def __init__(self, tag, prefix, v6=None):
+        self.tag = tag
         self.ns, self.veth = "cbe%s%s" % (tag, SUFFIX), "cbe%s%s" % (tag, SUFFIX)
         a, b, c, d = prefix.split(".")
         base = int(d)
@@ -137,6 +138,20 @@ class Net:
             ["ip", "netns", "exec", self.ns, sys.executable, "-c", ECHO_SERVER],
             stdout=subprocess.PIPE, text=True)
         self.port = int(self.server.stdout.readline())
+
+    def make_retrying(self, tries=3):
+        """make(), again under new names when the kernel refuses the veth
+        (seen once in many runs: "RTNETLINK answers: Invalid argument" for
+        a fresh namespace, right after another suite's namespaces went)."""
+        for attempt in range(tries):
+            try:
+                return self.make()
+            except RuntimeError:
+                self.close()
+                if attempt == tries - 1:
+                    raise
+                name = "cbe%s%05x" % (self.tag, random.getrandbits(20))
+                self.ns = self.veth = name
 
     def close(self):
         if self.server:
@@ -182,7 +197,7 @@ def setUpModule():
     global srv, W0, W1, K0, K1
     try:
         for n in NETS:
-            n.make()
+            n.make_retrying()
         # The host reaches every server itself: only the guests' policy can stop them.
         for n in NETS:
             for a in (n.addr, n.extra):
