@@ -82,6 +82,31 @@ int zygote_isolate(char *why, size_t len)
 	return 0;
 }
 
+#ifdef ZYGOTE_TRACE
+static int64_t tr_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+static int64_t tr_t0;
+static void tr(const char *what)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	char buf[200];
+	int n = snprintf(buf, sizeof buf, "T %d %-14s %6lld us cpu %6ld us minflt %ld\n",
+			 (int)getpid(), what, (long long)(tr_us() - tr_t0),
+			 ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+			     ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
+			 ru.ru_minflt);
+	(void)!write(9, buf, (size_t)n);
+}
+#define TR(x) tr(x)
+#else
+#define TR(x) ((void)0)
+#endif
+
 static int64_t now_ms(void)
 {
 	struct timespec t;
@@ -153,13 +178,20 @@ static int sb_landlock(const struct zygote_opts *o, char *why, size_t len)
  * fails with EPERM. */
 static int sb_seccomp_rules(scmp_filter_ctx f, pid_t self);
 
-/* The filter, compiled once by the zygote when Landlock scopes signals
- * (then kill and tgkill need no pid condition): a child only loads it. */
+/* The filter, compiled once by the zygote for a stand-in pid (SB_PID_MARK):
+ * a child writes its own pid into the comparisons that held the stand-in
+ * and loads it, the same filter as compiling it for its pid, without
+ * libseccomp's ~200 copy-on-write faults (16 ms of CPU here) per child. */
+#define SB_PID_MARK 0x7ffffffeu
 static struct sock_fprog sb_prog;
 
 static int sb_seccomp(pid_t self, char *why, size_t len)
 {
 	if (sb_prog.len) {
+		for (unsigned short i = 0; i < sb_prog.len; i++)
+			if (sb_prog.filter[i].code == (BPF_JMP | BPF_JEQ | BPF_K) &&
+			    sb_prog.filter[i].k == SB_PID_MARK)
+				sb_prog.filter[i].k = (uint32_t)self;
 		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sb_prog) == 0)
 			return 0;
 		snprintf(why, len, "seccomp: %s", strerror(errno));
@@ -177,16 +209,25 @@ static int sb_seccomp(pid_t self, char *why, size_t len)
 	return 0;
 }
 
-/* Compiles the filter for every child (self = 0: any pid may be signalled,
- * Landlock's scope keeps it to the child itself). */
+/* Compiles the filter for every child, for SB_PID_MARK: kept only if the
+ * stand-in appears in pid comparisons only, else each child compiles its
+ * own. */
 static void sb_seccomp_compile(void)
 {
 	scmp_filter_ctx f = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	int fd = memfd_create("seccomp", MFD_CLOEXEC);
-	if (f && fd >= 0 && sb_seccomp_rules(f, 0) == 0 && seccomp_export_bpf(f, fd) == 0) {
+	if (f && fd >= 0 && sb_seccomp_rules(f, (pid_t)SB_PID_MARK) == 0 &&
+	    seccomp_export_bpf(f, fd) == 0) {
 		off_t n = lseek(fd, 0, SEEK_END);
 		struct sock_filter *prog = n > 0 ? malloc((size_t)n) : NULL;
-		if (prog && pread(fd, prog, (size_t)n, 0) == n) {
+		bool got = prog && pread(fd, prog, (size_t)n, 0) == n;
+		int marks = 0, other = 0;
+		for (off_t i = 0; got && i < n / (off_t)sizeof *prog; i++)
+			if (prog[i].k == SB_PID_MARK)
+				*(prog[i].code == (BPF_JMP | BPF_JEQ | BPF_K) ? &marks : &other) +=
+				    1;
+		/* (libseccomp shares the one comparison between kill and tgkill) */
+		if (got && marks >= 1 && !other && n / (off_t)sizeof *prog < 65536) {
 			sb_prog.filter = prog;
 			sb_prog.len = (unsigned short)(n / sizeof *prog);
 		} else {
@@ -327,23 +368,13 @@ static int sb_seccomp_rules(scmp_filter_ctx f, pid_t self)
 	if (rc == 0)
 		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
-	/* Signals to itself only (raise, os.kill(os.getpid())): by pid here,
-	 * or by Landlock's signal scope when self is 0. */
-	if (rc == 0 && self)
+	/* Signals to itself only (raise, os.kill(os.getpid())). */
+	if (rc == 0)
 		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
 				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
-	if (rc == 0 && self)
+	if (rc == 0)
 		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
 				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)self));
-	/* (one process only: never 0, the process group, or -1 and below) */
-	if (rc == 0 && !self)
-		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(kill), 2,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0x80000000u, 0),
-				      SCMP_A0(SCMP_CMP_NE, 0));
-	if (rc == 0 && !self)
-		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 2,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0x80000000u, 0),
-				      SCMP_A0(SCMP_CMP_NE, 0));
 	/* Reading limits, not setting them. */
 	if (rc == 0)
 		rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
@@ -385,6 +416,7 @@ static int sb_enter(const struct zygote_opts *o, uint32_t mem_mb, char *why, siz
 			return -1;
 		}
 	}
+	TR("c.rlimits");
 	if (setgroups(0, NULL) < 0 || setresgid(o->gid, o->gid, o->gid) < 0 ||
 	    setresuid(o->uid, o->uid, o->uid) < 0) {
 		snprintf(why, len, "cannot become uid %u: %s", (unsigned)o->uid, strerror(errno));
@@ -395,9 +427,13 @@ static int sb_enter(const struct zygote_opts *o, uint32_t mem_mb, char *why, siz
 		snprintf(why, len, "prctl: %s", strerror(errno));
 		return -1;
 	}
+	TR("c.uid+prctl");
 	if (sb_landlock(o, why, len) < 0)
 		return -1;
-	return sb_seccomp(getpid(), why, len);
+	TR("c.landlock");
+	int rc = sb_seccomp(getpid(), why, len);
+	TR("c.seccomp");
+	return rc;
 }
 
 /* ---- the monitor: one run ------------------------------------------------------- */
@@ -449,33 +485,48 @@ static int64_t child_cpu_us(clockid_t clk)
 	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 
-static long child_rss_kb(pid_t pid)
+/* Reads a /proc file into buf (NUL-terminated) without stdio: the monitor
+ * is a fork of the zygote, and a malloc on the request path writes to the
+ * zygote's fragmented heap, each page a copy-on-write fault (tens of
+ * microseconds each in this VM: docs/code-runner.md). */
+static void read_proc(pid_t pid, const char *what, char *buf, size_t len)
 {
 	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
-	FILE *f = fopen(path, "re");
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+	buf[n > 0 ? n : 0] = 0;
+	if (fd >= 0)
+		close(fd);
+}
+
+static long child_rss_kb(pid_t pid)
+{
+	char buf[128];
 	long size = 0, rss = 0;
-	if (f) {
-		if (fscanf(f, "%ld %ld", &size, &rss) != 2)
-			rss = 0;
-		fclose(f);
-	}
+	read_proc(pid, "statm", buf, sizeof buf);
+	if (sscanf(buf, "%ld %ld", &size, &rss) != 2)
+		rss = 0;
 	return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
 /* The child's peak resident memory (VmHWM), KiB. */
 static long child_hwm_kb(pid_t pid)
 {
-	char path[64], line[128];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
+	char buf[4096];
 	long kb = 0;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "VmHWM: %ld", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
+	read_proc(pid, "status", buf, sizeof buf);
+	const char *l = strstr(buf, "VmHWM:");
+	if (!l || sscanf(l, "VmHWM: %ld", &kb) != 1)
+		kb = 0;
 	return kb;
+}
+
+/* Fresh anonymous memory, not the heap (see read_proc); NULL if none. */
+static void *fresh(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
 }
 
 /* Moves fd to `to` (which must not be in use by another of our pipes). */
@@ -499,6 +550,7 @@ struct run_io {
 static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, int taken_fd,
 		    uint32_t mem_mb)
 {
+	TR("monitor");
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	signal(SIGPIPE, SIG_IGN);
 	int in[2], out[2], err[2], st[2], code[2];
@@ -509,21 +561,30 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 	}
 	if (l->before_fork)
 		l->before_fork();
+	TR("m.before_fork");
 	pid_t pid = fork();
 	if (pid < 0) {
 		zlog("%s: monitor: fork: %s", l->name, strerror(errno));
 		_exit(1);
 	}
 	if (pid == 0) {
+		TR("c.forked");
 		if (l->after_fork_child)
 			l->after_fork_child();
+		TR("c.afterfork");
 		/* Everything above 20 first, so that no dup2 below hits a pipe. */
 		int keep[5] = {in[0], out[1], err[1], st[1], code[0]};
 		for (int i = 0; i < 5; i++)
 			keep[i] = fcntl(keep[i], F_DUPFD_CLOEXEC, 20);
 		for (int i = 0; i < 5; i++)
 			child_fd(keep[i], i);
+#ifdef ZYGOTE_TRACE
+		close_range(5, 8, 0);
+		close_range(10, ~0U, 0);
+#else
 		close_range(5, ~0U, 0);
+#endif
+		TR("c.fds");
 		char why[300];
 		if (sb_enter(o, mem_mb, why, sizeof why) < 0) {
 			char line[320];
@@ -531,14 +592,18 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 			(void)!write(3, line, (size_t)n);
 			_exit(125);
 		}
+		TR("c.sandboxed");
 		if (l->prepare)
 			l->prepare();
+		TR("c.prepared");
 		(void)!write(3, "R", 1); /* ready: the monitor may take a run */
 		l->run(4, 3);
 		_exit(126);
 	}
+	TR("m.forked");
 	if (l->after_fork_parent)
 		l->after_fork_parent();
+	TR("m.afterfork");
 	close(in[0]), close(out[1]), close(err[1]), close(st[1]), close(code[0]);
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	clockid_t clk;
@@ -560,6 +625,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 	/* Ready: back to normal priority, this monitor and its child (they
 	 * are made at nice 10, so making sandboxes never competes with runs in
 	 * flight; a ready one wakes at once when its run comes). */
+	TR("m.ready");
 	setpriority(PRIO_PROCESS, 0, 0);
 	setpriority(PRIO_PROCESS, (id_t)pid, 0);
 	/* Wait for a run (one message carrying the connection). */
@@ -588,6 +654,10 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 			break;
 		}
 	}
+#ifdef ZYGOTE_TRACE
+	tr_t0 = tr_us();
+#endif
+	TR("m.got");
 	close(CTL_FD);
 	pid_t me = getpid();
 	(void)!write(taken_fd, &me, sizeof me);
@@ -600,7 +670,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 	char *codebuf = NULL, *inbuf = NULL;
 	if (read_all(conn, &req, sizeof req) < 0 || req.magic != RUN_REQ_MAGIC ||
 	    req.code_len > RUN_CODE_MAX || req.stdin_len > RUN_STDIN_MAX ||
-	    !(codebuf = malloc(req.code_len + 1)) || !(inbuf = malloc(req.stdin_len + 1)) ||
+	    !(codebuf = fresh(req.code_len + 1)) || !(inbuf = fresh(req.stdin_len + 1)) ||
 	    read_all(conn, codebuf, req.code_len) < 0 || read_all(conn, inbuf, req.stdin_len) < 0) {
 		kill(pid, SIGKILL);
 		resp.error = RUN_INTERNAL;
@@ -610,8 +680,8 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 	struct run_io io = {.cap = req.out_max};
 	if (first != 'R')
 		io.status[io.nstatus++] = first;
-	io.out = malloc(io.cap + 1);
-	io.err = malloc(io.cap + 1);
+	io.out = fresh(io.cap + 1);
+	io.err = fresh(io.cap + 1);
 	if (!io.out || !io.err) {
 		kill(pid, SIGKILL);
 		_exit(1);
@@ -619,6 +689,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 	long base_rss = child_rss_kb(pid);
 	int64_t base_cpu = child_cpu_us(clk), t0 = now_ms();
 
+	TR("m.req");
 	/* The code at once (it fits a pipe's buffer), stdin as it is taken. */
 	if (write_all(code[1], codebuf, req.code_len) < 0)
 		zlog("%s: monitor: the child took no code", l->name);
@@ -735,6 +806,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 		resp.stderr_len = (uint32_t)io.nerr;
 		answer(conn, &resp, io.out, io.err, msg);
 		close(conn);
+		TR("m.answered");
 		kill(pid, SIGKILL);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
@@ -800,8 +872,7 @@ struct mon {
 void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 {
 	setpriority(PRIO_PROCESS, 0, 10); /* making sandboxes is background work */
-	if (syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_VERSION) >= 6)
-		sb_seccomp_compile();
+	sb_seccomp_compile();
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	int taken[2];
@@ -843,7 +914,11 @@ void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 			 * sandboxed child with them (the zygote is single-threaded,
 			 * so the copy it gets is consistent). Each hook run costs
 			 * copy-on-write faults. */
+#ifdef ZYGOTE_TRACE
+			tr_t0 = tr_us();
+#endif
 			pid_t pid = fork();
+			TR(pid == 0 ? "z.fork(child)" : "z.fork(parent)");
 			if (pid == 0) {
 				close(taken[0]), close(sfd);
 				sigprocmask(SIG_UNBLOCK, &chld, NULL);
