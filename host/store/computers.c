@@ -251,12 +251,12 @@ static int store_computer_write_error(struct store *s, int step, const struct st
 	return store_db_error(s, doing, e);
 }
 
-/* ERR_LIMIT when workspace ws holds `limit` computers (other than `except`)
- * in a state that holds resources (lock held). */
-static int store_computer_limit_locked(struct store *s, const char *ws, const char *except,
-				       int limit, struct err *e)
+/* How many computers of workspace ws other than `except` the counting
+ * statement sql finds (lock held); -1 with e on a database error. */
+static int store_count_others_locked(struct store *s, const char *sql, const char *ws,
+				     const char *except, const char *doing, struct err *e)
 {
-	sqlite3_stmt *st = store_stmt(s, SQL_COUNT_HOLDING_OTHERS, e);
+	sqlite3_stmt *st = store_stmt(s, sql, e);
 	if (!st)
 		return -1;
 	sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
@@ -265,7 +265,19 @@ static int store_computer_limit_locked(struct store *s, const char *ws, const ch
 	int n = step == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
 	store_stmt_done(st);
 	if (step != SQLITE_ROW)
-		return store_db_error(s, "counting running computers", e);
+		return store_db_error(s, doing, e);
+	return n;
+}
+
+/* ERR_LIMIT when workspace ws holds `limit` computers (other than `except`)
+ * in a state that holds resources (lock held). */
+static int store_computer_limit_locked(struct store *s, const char *ws, const char *except,
+				       int limit, struct err *e)
+{
+	int n = store_count_others_locked(s, SQL_COUNT_HOLDING_OTHERS, ws, except,
+					  "counting running computers", e);
+	if (n < 0)
+		return -1;
 	if (n >= limit)
 		return err_set(e, ERR_LIMIT,
 			       "workspace %s already runs %d computers, its limit; stop or delete "
@@ -278,16 +290,10 @@ static int store_computer_limit_locked(struct store *s, const char *ws, const ch
 static int store_computer_stopped_limit_locked(struct store *s, const char *ws, const char *except,
 					       int limit, struct err *e)
 {
-	sqlite3_stmt *st = store_stmt(s, SQL_COUNT_STOPPED_OTHERS, e);
-	if (!st)
+	int n = store_count_others_locked(s, SQL_COUNT_STOPPED_OTHERS, ws, except,
+					  "counting stopped computers", e);
+	if (n < 0)
 		return -1;
-	sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, except, -1, SQLITE_STATIC);
-	int step = sqlite3_step(st);
-	int n = step == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
-	store_stmt_done(st);
-	if (step != SQLITE_ROW)
-		return store_db_error(s, "counting stopped computers", e);
 	if (n >= limit)
 		return err_set(e, ERR_LIMIT,
 			       "workspace %s already holds %d stopped computers, its limit "
