@@ -49,9 +49,6 @@ struct store {
 		const char *sql;
 		sqlite3_stmt *stmt;
 	} stmts[STORE_STMT_MAX];
-	/* store_on_keys_revoked's hook, called after a revocation commits. */
-	void (*keys_revoked)(void *ctx);
-	void *keys_revoked_ctx;
 };
 
 void store_lock(struct store *s);

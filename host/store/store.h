@@ -115,14 +115,6 @@ int store_key_revoke_id(struct store *s, const char *workspace_id, const char *k
 			struct err *e);
 
 /*
- * fn(ctx) is called after every revocation commits (store_key_revoke,
- * store_key_revoke_id, store_workspace_delete), outside the store's lock:
- * the one place a cache of keys learns that it must forget. One hook;
- * NULL removes it.
- */
-void store_on_keys_revoked(struct store *s, void (*fn)(void *ctx), void *ctx);
-
-/*
  * Marks a workspace deleted and revokes its keys, in one transaction: it is
  * gone from store_workspace_get/list (and so from creates and key issues),
  * while its row, its computers' rows and its usage ledger stay (usage stays

@@ -33,8 +33,6 @@
 #define STORE_ID_ATTEMPTS	4     /* fresh ids to try on a (64-bit) collision */
 #define STORE_KEY_USED_EVERY_MS 60000 /* last_used_ms is written at most this often */
 
-static void store_keys_revoked(struct store *s);
-
 static const char SQL_WS_INSERT[] =
     "INSERT INTO workspaces (id, name, max_running, created_ms, egress_allow, egress_deny)"
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
@@ -501,28 +499,7 @@ int store_key_revoke(struct store *s, const char *key, struct err *e)
 	}
 	store_stmt_done(st);
 	store_unlock(s);
-	if (rc == 0)
-		store_keys_revoked(s);
 	return rc;
-}
-
-void store_on_keys_revoked(struct store *s, void (*fn)(void *ctx), void *ctx)
-{
-	store_lock(s);
-	s->keys_revoked = fn;
-	s->keys_revoked_ctx = ctx;
-	store_unlock(s);
-}
-
-/* Tells the hook (a key cache) that keys were revoked; lock not held. */
-static void store_keys_revoked(struct store *s)
-{
-	store_lock(s);
-	void (*fn)(void *) = s->keys_revoked;
-	void *ctx = s->keys_revoked_ctx;
-	store_unlock(s);
-	if (fn)
-		fn(ctx);
 }
 
 /* "key-N" to N; 0 when it is not one. */
@@ -600,8 +577,6 @@ int store_key_revoke_id(struct store *s, const char *workspace_id, const char *k
 	}
 	store_stmt_done(st);
 	store_unlock(s);
-	if (rc == 0)
-		store_keys_revoked(s);
 	return rc;
 }
 
@@ -637,7 +612,5 @@ int store_workspace_delete(struct store *s, const char *id, struct err *e)
 			store_rollback(s);
 	}
 	store_unlock(s);
-	if (rc == 0)
-		store_keys_revoked(s);
 	return rc;
 }
