@@ -473,14 +473,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cubicled: %s: %s\n", state_dir, strerror(errno));
 		return 1;
 	}
+	/* The build's layout: bin/cubicled beside images/, webclient/ and
+	 * the code runner's supervisors. */
+	char bin_dir[PATH_MAX];
+	ssize_t bn = readlink("/proc/self/exe", bin_dir, sizeof bin_dir - 1);
+	bin_dir[bn > 0 ? bn : 0] = 0;
+	if (strrchr(bin_dir, '/'))
+		*strrchr(bin_dir, '/') = 0;
 	if (!images) {
-		char self[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-		self[n > 0 ? n : 0] = 0;
-		char *slash = strrchr(self, '/');
-		if (slash)
-			*slash = 0;
-		snprintf(images_abs, sizeof images_abs, "%s/../images", self);
+		snprintf(images_abs, sizeof images_abs, "%s/../images", bin_dir);
 	} else {
 		snprintf(images_abs, sizeof images_abs, "%s", images);
 	}
@@ -525,19 +526,8 @@ int main(int argc, char **argv)
 	if (web) {
 		snprintf(web_dir, sizeof web_dir, "%s", web);
 	} else {
-		char self[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-		self[n > 0 ? n : 0] = 0;
-		char *slash = strrchr(self, '/');
-		if (slash)
-			*slash = 0;
-		snprintf(web_dir, sizeof web_dir, "%s/../webclient", self);
+		snprintf(web_dir, sizeof web_dir, "%s/../webclient", bin_dir);
 	}
-	char bin_dir[PATH_MAX];
-	ssize_t bn = readlink("/proc/self/exe", bin_dir, sizeof bin_dir - 1);
-	bin_dir[bn > 0 ? bn : 0] = 0;
-	if (strrchr(bin_dir, '/'))
-		*strrchr(bin_dir, '/') = 0;
 	rc.bin_dir = bin_dir;
 	rc.store = store;
 	struct runner *runner = runner_open(&rc, &e);
