@@ -1,4 +1,4 @@
-/* wire: errors, typed parameters and base64 (cmocka). */
+/* wire: errors, typed parameters, base64 and the clock (cmocka). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "base64.h"
+#include "clock.h"
 #include "err.h"
 #include "ident.h"
 #include "params.h"
@@ -199,6 +200,17 @@ static void test_ident_param_refuses_what_walks(void **state)
 	assert_int_equal(ident_param("workspace", NULL, 63, false, &e), -1);
 }
 
+static void test_clock_sleep_lasts_and_clocks_move(void **state)
+{
+	(void)state;
+	int64_t t0 = clock_now_ms(), u0 = clock_now_us();
+	clock_sleep_ms(20);
+	assert_true(clock_now_ms() - t0 >= 20);
+	assert_true(clock_now_us() - u0 >= 20000);
+	clock_sleep_ms(-5); /* nothing, and no hang */
+	assert_true(clock_wall_ms() > 1600000000000LL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -210,6 +222,7 @@ int main(void)
 	    cmocka_unit_test(test_params_unknown_names),
 	    cmocka_unit_test(test_base64_round_trip_all_bytes),
 	    cmocka_unit_test(test_base64_rejects_garbage),
+	    cmocka_unit_test(test_clock_sleep_lasts_and_clocks_move),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,35 @@
+#include "clock.h"
+
+#include <errno.h>
+#include <time.h>
+
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t clock_now_ms(void)
+{
+	return clock_ns(CLOCK_MONOTONIC) / 1000000;
+}
+
+int64_t clock_now_us(void)
+{
+	return clock_ns(CLOCK_MONOTONIC) / 1000;
+}
+
+int64_t clock_wall_ms(void)
+{
+	return clock_ns(CLOCK_REALTIME) / 1000000;
+}
+
+void clock_sleep_ms(int64_t ms)
+{
+	if (ms <= 0)
+		return;
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
