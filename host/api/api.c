@@ -26,6 +26,7 @@
 #include "ident.h"
 #include "mcp.h"
 #include "params.h"
+#include "routes.h"
 #include "store-runs.h"
 #include "stream.h"
 
@@ -270,6 +271,25 @@ static void api_healthz(void *ctx, struct httpd_request *req, struct httpd_respo
 {
 	(void)ctx, (void)req;
 	httpd_respond_json(resp, 200, json_pack("{s:b, s:s}", "ok", 1, "version", CUBICLE_VERSION));
+}
+
+/* docs/openapi.json, built in (routes.h). */
+static void api_openapi(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	(void)ctx, (void)req;
+	size_t len;
+	const unsigned char *doc = routes_openapi(&len);
+	resp->body = malloc(len);
+	if (!resp->body) {
+		struct err e = {0};
+		err_set(&e, ERR_INTERNAL, "out of memory");
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	memcpy(resp->body, doc, len);
+	resp->body_len = len;
+	resp->status = 200;
+	resp->content_type = "application/json";
 }
 
 static void api_metrics(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -1048,6 +1068,10 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		route->handler = api_metrics;
 		return 0;
 	}
+	if (strcmp(req->path, "/openapi.json") == 0) {
+		route->handler = api_openapi;
+		return 0;
+	}
 	/* A plain GET of a stream URL: the embed page asks why its WebSocket
 	 * failed. The token answers: 401/403 when it is bad, 426 when it is
 	 * good (then only the WebSocket was missing). */
@@ -1132,6 +1156,8 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 			route->handler = api_computers;
 			return 0;
 		}
+		if (n < 3) /* another method on /v1/computers */
+			goto not_found;
 		if (!ident_ok(s[2], 63))
 			return err_set(e, ERR_NOT_FOUND, "no computer %.40s", s[2]);
 		snprintf(c->id, sizeof c->id, "%s", s[2]);
@@ -1219,6 +1245,11 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 	bool keyed = false;
 	if (api_route_pick(a, req, route, c, &keyed, e) < 0)
 		return -1;
+	/* What the router serves must be in the route table (spec/api.json):
+	 * anything else answers as a missing endpoint (routes.h). */
+	if (!routes_has(req->method, req->path))
+		return err_set(e, ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)",
+			       req->method_name, req->path);
 	if (keyed && c->admin)
 		return 0;
 	bool wait = keyed && httpd_query(req, "wait") != NULL;
