@@ -4,8 +4,10 @@ document is routed (called with ids that name nothing, each answers
 something other than "no such endpoint"); every other method on those
 paths, and paths outside the document, are not. The router itself refuses
 to serve a route the table lacks (host/api/routes.h), so a route added to
-the code and not to spec/api.json fails whichever test calls it. No
-computer is created: a few seconds."""
+the code and not to spec/api.json fails whichever test calls it; and a
+static check finds every literal the router's source matches paths with
+in the document, for a route no test calls yet. No computer is created:
+a few seconds."""
 
 import json
 import os
@@ -87,6 +89,34 @@ class OpenAPI(unittest.TestCase):
                      "/v1/workspaces/ws-x/keys/k/x", "/openapi.yaml", "/v2/computers"):
             r = self.srv.req("GET", path)
             self.assertTrue(no_such_endpoint(r), "%s: %r" % (path, r))
+
+
+class RouterSource(unittest.TestCase):
+    """Static, for a route no test calls yet: every literal the router
+    compares a path or a path segment with (`strcmp(s[N], "x")`,
+    `strcmp(req->path, "/x")`) is in the document at that place."""
+
+    def test_router_literals_are_in_the_document(self):
+        with open(os.path.join(ROOT, "docs", "openapi.json")) as f:
+            paths = list(json.load(f)["paths"])
+        segs = [p.strip("/").split("/") for p in paths]
+        src = ""
+        for name in sorted(os.listdir(os.path.join(ROOT, "host", "api"))):
+            if name.endswith(".c"):
+                with open(os.path.join(ROOT, "host", "api", name)) as f:
+                    src += f.read()
+        found = re.findall(r'strcmp\(s\[(\d)\], "([^"]*)"\)', src)
+        self.assertIn(("3", "actions"), found)
+        for pos, lit in found:
+            self.assertTrue(any(len(s) > int(pos) and s[int(pos)] == lit for s in segs),
+                            "the router matches segment %s == %r: not in docs/openapi.json"
+                            % (pos, lit))
+        whole = re.findall(r'strn?cmp\(req->path, "([^"]*)"', src)
+        self.assertIn("/healthz", whole)
+        for lit in whole:
+            self.assertTrue(any(p == lit or (lit.endswith("/") and p.startswith(lit))
+                                for p in paths), "the router matches %r: not in the document"
+                            % lit)
 
 
 if __name__ == "__main__":
