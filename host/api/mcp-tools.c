@@ -327,7 +327,7 @@ static int mcp_stream_url(const struct mcp_caller *c, const struct mcp_tool *t, 
 	bool view = false;
 	param_int(args, "ttl_s", 1, 86400, &ttl, NULL);
 	param_bool(args, "view_only", &view, NULL);
-	return api_stream_grant(c->api, mcp_id(args), c->ws, c->host, ttl, view, result, e);
+	return streams_grant(c->streams, mcp_id(args), c->ws, c->host, ttl, view, result, e);
 }
 
 /* POST /v1/run: a snippet in a fresh sandbox (docs/code-runner.md). */
@@ -342,7 +342,7 @@ static int mcp_run_code(const struct mcp_caller *c, const struct mcp_tool *t, co
 			json_t **result, struct err *e)
 {
 	(void)t;
-	return api_run_code(c->api, c->ws, args, result, e);
+	return runner_run(c->runner, c->ws, args, result, e);
 }
 
 /* An image content item and a text item saying its size and scale; the
