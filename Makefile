@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check clean
+.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check generate clean
 
 all: build
 
@@ -53,6 +53,11 @@ run-envd: build
 
 bench: build
 	@bench/run
+
+# Rewrites the committed outputs of spec/ (the Python SDK's action table,
+# docs/openapi.json) after a change to spec/*.json; the build checks them.
+generate:
+	python3 spec/gen.py write
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -5,25 +5,18 @@
 
 #include "params.h"
 
-static const struct action *const action_tables[] = {
-    actions_input,   actions_screen, actions_windows, actions_clipboard,
-    actions_desktop, actions_a11y,   actions_shell,   actions_files,
-};
-
 const struct action *action_find(const char *name)
 {
-	for (size_t t = 0; t < sizeof action_tables / sizeof action_tables[0]; t++)
-		for (const struct action *a = action_tables[t]; a->name; a++)
-			if (strcmp(a->name, name) == 0)
-				return a;
+	for (const struct action *a = actions_all; a->name; a++)
+		if (strcmp(a->name, name) == 0)
+			return a;
 	return NULL;
 }
 
 void action_foreach(void (*fn)(const struct action *a, void *arg), void *arg)
 {
-	for (size_t t = 0; t < sizeof action_tables / sizeof action_tables[0]; t++)
-		for (const struct action *a = action_tables[t]; a->name; a++)
-			fn(a, arg);
+	for (const struct action *a = actions_all; a->name; a++)
+		fn(a, arg);
 }
 
 int action_run(struct envd *env, const struct action *a, const json_t *params,

@@ -2,9 +2,11 @@
  * action: the table of envd actions and how a request runs one.
  *
  * Each action family (input, screen, windows, clipboard, a11y, shell, files,
- * desktop) lives in actions/<family>.c and exports a table terminated by an
- * entry with a NULL name. Handlers are thin: they read parameters with
- * wire/params.h, call the desk or proc library and fill a reply.
+ * desktop) lives in actions/<family>.c: a handler act_NAME per action.
+ * The table of actions is spec/actions.json (spec/README.md), from which
+ * the build generates actions_all[]. Handlers are thin: they read
+ * parameters with wire/params.h, call the desk or proc library and fill a
+ * reply.
  *
  * Handlers run on worker threads, never on the HTTP event loop, so a slow
  * bash call cannot delay a screenshot. Libraries they call serialise their
@@ -43,15 +45,15 @@ struct action {
 	const char *const *params; /* accepted parameter names, NULL-terminated */
 };
 
-/* The family tables (actions/<family>.c). */
-extern const struct action actions_input[];	/* click, type, key, scroll, drag, ... */
-extern const struct action actions_screen[];	/* screenshot, screen size, cursor */
-extern const struct action actions_windows[];	/* windows, launch, focus, move, ... */
-extern const struct action actions_clipboard[]; /* get_clipboard, set_clipboard */
-extern const struct action actions_desktop[];	/* desktop environment, wallpaper */
-extern const struct action actions_a11y[];	/* get_accessibility_tree */
-extern const struct action actions_shell[];	/* bash, python */
-extern const struct action actions_files[];	/* read_file, write_file */
+/*
+ * Every action, generated from spec/actions.json by spec/gen.py into the
+ * build directory (actions-gen.c): name, handler act_NAME, ACTION_DISPLAY
+ * for the desktop kind, and the parameter names. Ends with a NULL name.
+ */
+extern const struct action actions_all[];
+
+/* The handlers' prototypes, generated likewise. */
+#include "actions-gen.h"
 
 /*
  * `envd --a11y-tree`: reads get_accessibility_tree's parameters (JSON) on

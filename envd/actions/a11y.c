@@ -49,8 +49,8 @@ static int a11y_params(const json_t *params, struct a11y_opts *o, struct err *e)
 	return param_str(params, "app", &o->app, e) < 0 ? -1 : 0;
 }
 
-static int a11y_run_tree(struct envd *env, const json_t *params, struct action_reply *reply,
-			 struct err *e)
+int act_get_accessibility_tree(struct envd *env, const json_t *params, struct action_reply *reply,
+			       struct err *e)
 {
 	struct a11y_opts o;
 	if (a11y_params(params, &o, e) < 0)
@@ -104,10 +104,3 @@ _Noreturn void a11y_helper_main(void)
 	 * worth freeing (and a leak checker would count it). */
 	_exit(ok ? 0 : 1);
 }
-
-static const char *const a11y_tree_params[] = {"max_depth", "app", "max_nodes", NULL};
-
-const struct action actions_a11y[] = {
-    {"get_accessibility_tree", a11y_run_tree, ACTION_DISPLAY, a11y_tree_params},
-    {0},
-};

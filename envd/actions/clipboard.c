@@ -23,8 +23,8 @@ static int clipboard_need(struct envd *env, struct err *e)
 		       "connection to the X display (see envd's log)");
 }
 
-static int clipboard_run_get(struct envd *env, const json_t *params, struct action_reply *reply,
-			     struct err *e)
+int act_get_clipboard(struct envd *env, const json_t *params, struct action_reply *reply,
+		      struct err *e)
 {
 	long long timeout = CLIPBOARD_TIMEOUT_DEFAULT_MS;
 	if (param_int(params, "timeout_ms", 1, CLIPBOARD_TIMEOUT_MAX_MS, &timeout, e) < 0)
@@ -42,8 +42,8 @@ static int clipboard_run_get(struct envd *env, const json_t *params, struct acti
 	return 0;
 }
 
-static int clipboard_run_set(struct envd *env, const json_t *params, struct action_reply *reply,
-			     struct err *e)
+int act_set_clipboard(struct envd *env, const json_t *params, struct action_reply *reply,
+		      struct err *e)
 {
 	const char *s;
 	if (param_need_str(params, "text", &s, e) < 0)
@@ -59,12 +59,3 @@ static int clipboard_run_set(struct envd *env, const json_t *params, struct acti
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	return 0;
 }
-
-static const char *const clipboard_get_params[] = {"timeout_ms", NULL};
-static const char *const clipboard_set_params[] = {"text", NULL};
-
-const struct action actions_clipboard[] = {
-    {"get_clipboard", clipboard_run_get, ACTION_DISPLAY, clipboard_get_params},
-    {"set_clipboard", clipboard_run_set, ACTION_DISPLAY, clipboard_set_params},
-    {0},
-};

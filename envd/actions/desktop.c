@@ -10,8 +10,8 @@
 #include "desktop.h"
 #include "params.h"
 
-static int act_get_desktop_environment(struct envd *env, const json_t *params,
-				       struct action_reply *reply, struct err *e)
+int act_get_desktop_environment(struct envd *env, const json_t *params, struct action_reply *reply,
+				struct err *e)
 {
 	struct desk_environment de;
 	if (desk_environment(env->desk, &de, e) < 0)
@@ -22,8 +22,8 @@ static int act_get_desktop_environment(struct envd *env, const json_t *params,
 }
 
 /* A relative path is taken from the client's home, where its files are. */
-static int act_set_wallpaper(struct envd *env, const json_t *params, struct action_reply *reply,
-			     struct err *e)
+int act_set_wallpaper(struct envd *env, const json_t *params, struct action_reply *reply,
+		      struct err *e)
 {
 	const char *path;
 	if (param_need_str(params, "path", &path, e) < 0)
@@ -46,12 +46,3 @@ static int act_set_wallpaper(struct envd *env, const json_t *params, struct acti
 	free(abs);
 	return 0;
 }
-
-static const char *const p_none[] = {NULL};
-static const char *const p_wallpaper[] = {"path", NULL};
-
-const struct action actions_desktop[] = {
-    {"get_desktop_environment", act_get_desktop_environment, ACTION_DISPLAY, p_none},
-    {"set_wallpaper", act_set_wallpaper, ACTION_DISPLAY, p_wallpaper},
-    {0},
-};

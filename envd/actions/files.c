@@ -89,8 +89,8 @@ static int files_action_mode(const json_t *params, int *mode, struct err *e)
 	return 0;
 }
 
-static int files_write_file(struct envd *env, const json_t *params, struct action_reply *reply,
-			    struct err *e)
+int act_write_file(struct envd *env, const json_t *params, struct action_reply *reply,
+		   struct err *e)
 {
 	char *path = files_action_path(env, params, e);
 	if (!path)
@@ -149,8 +149,7 @@ fail:
 
 static const char *const files_encodings[] = {"auto", "utf-8", "base64", "utf8", NULL};
 
-static int files_read_file(struct envd *env, const json_t *params, struct action_reply *reply,
-			   struct err *e)
+int act_read_file(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	int enc = 0;
 	if (param_enum(params, "encoding", files_encodings, &enc, e) < 0)
@@ -202,12 +201,3 @@ static int files_read_file(struct envd *env, const json_t *params, struct action
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	return 0;
 }
-
-static const char *const files_write_params[] = {"path", "content", "content_base64", "mode", NULL};
-static const char *const files_read_params[] = {"path", "encoding", NULL};
-
-const struct action actions_files[] = {
-    {"write_file", files_write_file, 0, files_write_params},
-    {"read_file", files_read_file, 0, files_read_params},
-    {0},
-};

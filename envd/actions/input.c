@@ -85,8 +85,7 @@ static int input_click_n(struct envd *env, const json_t *params, struct action_r
 	return input_reply(env, reply, e);
 }
 
-static int act_click(struct envd *env, const json_t *params, struct action_reply *reply,
-		     struct err *e)
+int act_click(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	long long clicks = 1;
 	if (param_int(params, "clicks", 1, 3, &clicks, e) < 0)
@@ -94,38 +93,38 @@ static int act_click(struct envd *env, const json_t *params, struct action_reply
 	return input_click_n(env, params, reply, e, DESK_BUTTON_LEFT, true, (int)clicks);
 }
 
-static int act_left_click(struct envd *env, const json_t *params, struct action_reply *reply,
-			  struct err *e)
+int act_left_click(struct envd *env, const json_t *params, struct action_reply *reply,
+		   struct err *e)
 {
 	return input_click_n(env, params, reply, e, DESK_BUTTON_LEFT, false, 1);
 }
 
-static int act_right_click(struct envd *env, const json_t *params, struct action_reply *reply,
-			   struct err *e)
+int act_right_click(struct envd *env, const json_t *params, struct action_reply *reply,
+		    struct err *e)
 {
 	return input_click_n(env, params, reply, e, DESK_BUTTON_RIGHT, false, 1);
 }
 
-static int act_middle_click(struct envd *env, const json_t *params, struct action_reply *reply,
-			    struct err *e)
+int act_middle_click(struct envd *env, const json_t *params, struct action_reply *reply,
+		     struct err *e)
 {
 	return input_click_n(env, params, reply, e, DESK_BUTTON_MIDDLE, false, 1);
 }
 
-static int act_double_click(struct envd *env, const json_t *params, struct action_reply *reply,
-			    struct err *e)
+int act_double_click(struct envd *env, const json_t *params, struct action_reply *reply,
+		     struct err *e)
 {
 	return input_click_n(env, params, reply, e, DESK_BUTTON_LEFT, true, 2);
 }
 
-static int act_triple_click(struct envd *env, const json_t *params, struct action_reply *reply,
-			    struct err *e)
+int act_triple_click(struct envd *env, const json_t *params, struct action_reply *reply,
+		     struct err *e)
 {
 	return input_click_n(env, params, reply, e, DESK_BUTTON_LEFT, true, 3);
 }
 
-static int act_move_cursor(struct envd *env, const json_t *params, struct action_reply *reply,
-			   struct err *e)
+int act_move_cursor(struct envd *env, const json_t *params, struct action_reply *reply,
+		    struct err *e)
 {
 	struct desk_point p;
 	if (input_need_point(env, params, "x", "y", &p, e) < 0)
@@ -150,14 +149,13 @@ static int input_mouse_button(struct envd *env, const json_t *params, struct act
 	return input_reply(env, reply, e);
 }
 
-static int act_mouse_down(struct envd *env, const json_t *params, struct action_reply *reply,
-			  struct err *e)
+int act_mouse_down(struct envd *env, const json_t *params, struct action_reply *reply,
+		   struct err *e)
 {
 	return input_mouse_button(env, params, reply, e, true);
 }
 
-static int act_mouse_up(struct envd *env, const json_t *params, struct action_reply *reply,
-			struct err *e)
+int act_mouse_up(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	return input_mouse_button(env, params, reply, e, false);
 }
@@ -165,8 +163,7 @@ static int act_mouse_up(struct envd *env, const json_t *params, struct action_re
 #define INPUT_MAX_PATH 1000
 
 /* drag: from → each point of `path` → to. path items are [x, y] or {"x","y"}. */
-static int act_drag(struct envd *env, const json_t *params, struct action_reply *reply,
-		    struct err *e)
+int act_drag(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	struct desk_point pts[INPUT_MAX_PATH + 2];
 	size_t n = 0;
@@ -214,8 +211,7 @@ static int act_drag(struct envd *env, const json_t *params, struct action_reply 
 	return input_reply(env, reply, e);
 }
 
-static int act_type(struct envd *env, const json_t *params, struct action_reply *reply,
-		    struct err *e)
+int act_type(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	const char *text;
 	long long delay = 0;
@@ -241,26 +237,22 @@ static int input_key_act(struct envd *env, const json_t *params, struct action_r
 	return 0;
 }
 
-static int act_key(struct envd *env, const json_t *params, struct action_reply *reply,
-		   struct err *e)
+int act_key(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	return input_key_act(env, params, reply, e, DESK_KEY_TAP);
 }
 
-static int act_key_down(struct envd *env, const json_t *params, struct action_reply *reply,
-			struct err *e)
+int act_key_down(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	return input_key_act(env, params, reply, e, DESK_KEY_DOWN);
 }
 
-static int act_key_up(struct envd *env, const json_t *params, struct action_reply *reply,
-		      struct err *e)
+int act_key_up(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	return input_key_act(env, params, reply, e, DESK_KEY_UP);
 }
 
-static int act_hotkey(struct envd *env, const json_t *params, struct action_reply *reply,
-		      struct err *e)
+int act_hotkey(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	json_t *arr = NULL;
 	int r = param_array(params, "keys", &arr, e);
@@ -306,67 +298,30 @@ static int input_scroll(struct envd *env, const json_t *params, struct action_re
 	return input_reply(env, reply, e);
 }
 
-static int act_scroll(struct envd *env, const json_t *params, struct action_reply *reply,
-		      struct err *e)
+int act_scroll(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	return input_scroll(env, params, reply, e, -1);
 }
 
-static int act_scroll_up(struct envd *env, const json_t *params, struct action_reply *reply,
-			 struct err *e)
+int act_scroll_up(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	return input_scroll(env, params, reply, e, DESK_SCROLL_UP);
 }
 
-static int act_scroll_down(struct envd *env, const json_t *params, struct action_reply *reply,
-			   struct err *e)
+int act_scroll_down(struct envd *env, const json_t *params, struct action_reply *reply,
+		    struct err *e)
 {
 	return input_scroll(env, params, reply, e, DESK_SCROLL_DOWN);
 }
 
-static int act_scroll_left(struct envd *env, const json_t *params, struct action_reply *reply,
-			   struct err *e)
+int act_scroll_left(struct envd *env, const json_t *params, struct action_reply *reply,
+		    struct err *e)
 {
 	return input_scroll(env, params, reply, e, DESK_SCROLL_LEFT);
 }
 
-static int act_scroll_right(struct envd *env, const json_t *params, struct action_reply *reply,
-			    struct err *e)
+int act_scroll_right(struct envd *env, const json_t *params, struct action_reply *reply,
+		     struct err *e)
 {
 	return input_scroll(env, params, reply, e, DESK_SCROLL_RIGHT);
 }
-
-static const char *const p_xy[] = {"x", "y", NULL};
-static const char *const p_xyb[] = {"x", "y", "button", NULL};
-static const char *const p_click[] = {"x", "y", "button", "clicks", NULL};
-static const char *const p_drag[] = {"from_x", "from_y",      "to_x",	"to_y",
-				     "path",   "duration_ms", "button", NULL};
-static const char *const p_type[] = {"text", "delay_ms", NULL};
-static const char *const p_key[] = {"key", NULL};
-static const char *const p_hotkey[] = {"keys", NULL};
-static const char *const p_scroll[] = {"direction", "clicks", "x", "y", NULL};
-static const char *const p_scroll_dir[] = {"clicks", "x", "y", NULL};
-
-const struct action actions_input[] = {
-    {"click", act_click, ACTION_DISPLAY, p_click},
-    {"left_click", act_left_click, ACTION_DISPLAY, p_xy},
-    {"right_click", act_right_click, ACTION_DISPLAY, p_xy},
-    {"middle_click", act_middle_click, ACTION_DISPLAY, p_xy},
-    {"double_click", act_double_click, ACTION_DISPLAY, p_xyb},
-    {"triple_click", act_triple_click, ACTION_DISPLAY, p_xyb},
-    {"move_cursor", act_move_cursor, ACTION_DISPLAY, p_xy},
-    {"mouse_down", act_mouse_down, ACTION_DISPLAY, p_xyb},
-    {"mouse_up", act_mouse_up, ACTION_DISPLAY, p_xyb},
-    {"drag", act_drag, ACTION_DISPLAY, p_drag},
-    {"type", act_type, ACTION_DISPLAY, p_type},
-    {"key", act_key, ACTION_DISPLAY, p_key},
-    {"hotkey", act_hotkey, ACTION_DISPLAY, p_hotkey},
-    {"key_down", act_key_down, ACTION_DISPLAY, p_key},
-    {"key_up", act_key_up, ACTION_DISPLAY, p_key},
-    {"scroll", act_scroll, ACTION_DISPLAY, p_scroll},
-    {"scroll_up", act_scroll_up, ACTION_DISPLAY, p_scroll_dir},
-    {"scroll_down", act_scroll_down, ACTION_DISPLAY, p_scroll_dir},
-    {"scroll_left", act_scroll_left, ACTION_DISPLAY, p_scroll_dir},
-    {"scroll_right", act_scroll_right, ACTION_DISPLAY, p_scroll_dir},
-    {NULL, NULL, 0, NULL},
-};

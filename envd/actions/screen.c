@@ -93,8 +93,8 @@ static int screen_params(const json_t *params, struct screen_opts *o, struct err
 	return 0;
 }
 
-static int screen_run_screenshot(struct envd *env, const json_t *params, struct action_reply *reply,
-				 struct err *e)
+int act_screenshot(struct envd *env, const json_t *params, struct action_reply *reply,
+		   struct err *e)
 {
 	struct screen_opts o;
 	struct screen_image img;
@@ -109,8 +109,8 @@ static int screen_run_screenshot(struct envd *env, const json_t *params, struct 
 	return 0;
 }
 
-static int screen_run_screenshot_base64(struct envd *env, const json_t *params,
-					struct action_reply *reply, struct err *e)
+int act_screenshot_base64(struct envd *env, const json_t *params, struct action_reply *reply,
+			  struct err *e)
 {
 	struct screen_opts o;
 	struct screen_image img;
@@ -129,8 +129,8 @@ static int screen_run_screenshot_base64(struct envd *env, const json_t *params,
 	return 0;
 }
 
-static int screen_run_get_screen_size(struct envd *env, const json_t *params,
-				      struct action_reply *reply, struct err *e)
+int act_get_screen_size(struct envd *env, const json_t *params, struct action_reply *reply,
+			struct err *e)
 {
 	int w, h;
 	if (desk_screen_size(env->desk, &w, &h, e) < 0)
@@ -139,8 +139,8 @@ static int screen_run_get_screen_size(struct envd *env, const json_t *params,
 	return reply->json ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
 }
 
-static int screen_run_set_screen_size(struct envd *env, const json_t *params,
-				      struct action_reply *reply, struct err *e)
+int act_set_screen_size(struct envd *env, const json_t *params, struct action_reply *reply,
+			struct err *e)
 {
 	long long w, h;
 	int sw, sh;
@@ -156,8 +156,8 @@ static int screen_run_set_screen_size(struct envd *env, const json_t *params,
 	return reply->json ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
 }
 
-static int screen_run_get_cursor_position(struct envd *env, const json_t *params,
-					  struct action_reply *reply, struct err *e)
+int act_get_cursor_position(struct envd *env, const json_t *params, struct action_reply *reply,
+			    struct err *e)
 {
 	int x, y, w, h;
 	if (desk_cursor_position(env->desk, &x, &y, e) < 0 ||
@@ -169,20 +169,3 @@ static int screen_run_get_cursor_position(struct envd *env, const json_t *params
 	    json_pack("{s:i, s:i, s:{s:f, s:f}}", "x", x, "y", y, "normalized", "x", nx, "y", ny);
 	return reply->json ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
 }
-
-static const char *const screen_shot_params[] = {
-    "format",	 "quality",					/* encoding */
-    "x",	 "y",	       "width",	    "height",		/* region */
-    "max_width", "max_height", "out_width", "out_height", NULL, /* scaling */
-};
-static const char *const screen_no_params[] = {NULL};
-static const char *const screen_size_params[] = {"width", "height", NULL};
-
-const struct action actions_screen[] = {
-    {"screenshot", screen_run_screenshot, ACTION_DISPLAY, screen_shot_params},
-    {"screenshot_base64", screen_run_screenshot_base64, ACTION_DISPLAY, screen_shot_params},
-    {"get_screen_size", screen_run_get_screen_size, ACTION_DISPLAY, screen_no_params},
-    {"set_screen_size", screen_run_set_screen_size, ACTION_DISPLAY, screen_size_params},
-    {"get_cursor_position", screen_run_get_cursor_position, ACTION_DISPLAY, screen_no_params},
-    {0},
-};

@@ -206,8 +206,7 @@ static int shell_action_run(struct shell_action *sa, struct action_reply *reply,
 	return 0;
 }
 
-static int shell_bash(struct envd *env, const json_t *params, struct action_reply *reply,
-		      struct err *e)
+int act_bash(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	const char *command;
 	if (param_need_str(params, "command", &command, e) < 0)
@@ -263,8 +262,7 @@ static int shell_python_file(struct envd *env, const char *code, size_t len, cha
 	return 0;
 }
 
-static int shell_python(struct envd *env, const json_t *params, struct action_reply *reply,
-			struct err *e)
+int act_python(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	const char *code;
 	if (param_need_str(params, "code", &code, e) < 0)
@@ -292,13 +290,3 @@ static int shell_python(struct envd *env, const json_t *params, struct action_re
 	shell_action_free(&sa);
 	return rc;
 }
-
-static const char *const shell_bash_params[] = {"command", "timeout_s", "cwd",
-						"env",	   "stdin",	NULL};
-static const char *const shell_python_params[] = {"code", "timeout_s", "cwd", "env", "stdin", NULL};
-
-const struct action actions_shell[] = {
-    {"bash", shell_bash, 0, shell_bash_params},
-    {"python", shell_python, 0, shell_python_params},
-    {0},
-};

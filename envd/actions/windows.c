@@ -81,8 +81,7 @@ static int windows_reply_state(struct envd *env, unsigned long id, struct action
 	return 0;
 }
 
-static int act_windows(struct envd *env, const json_t *params, struct action_reply *reply,
-		       struct err *e)
+int act_windows(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	struct desk_window *list;
 	size_t n;
@@ -96,8 +95,7 @@ static int act_windows(struct envd *env, const json_t *params, struct action_rep
 	return 0;
 }
 
-static int act_launch(struct envd *env, const json_t *params, struct action_reply *reply,
-		      struct err *e)
+int act_launch(struct envd *env, const json_t *params, struct action_reply *reply, struct err *e)
 {
 	const char *app;
 	if (param_need_str(params, "app", &app, e) < 0)
@@ -171,8 +169,8 @@ static int act_launch(struct envd *env, const json_t *params, struct action_repl
 	return 0;
 }
 
-static int act_focus_window(struct envd *env, const json_t *params, struct action_reply *reply,
-			    struct err *e)
+int act_focus_window(struct envd *env, const json_t *params, struct action_reply *reply,
+		     struct err *e)
 {
 	unsigned long id;
 	if (windows_param_id(params, &id, e) < 0 || desk_window_focus(env->desk, id, e) < 0)
@@ -180,8 +178,8 @@ static int act_focus_window(struct envd *env, const json_t *params, struct actio
 	return windows_reply_state(env, id, reply, e);
 }
 
-static int act_get_window_size(struct envd *env, const json_t *params, struct action_reply *reply,
-			       struct err *e)
+int act_get_window_size(struct envd *env, const json_t *params, struct action_reply *reply,
+			struct err *e)
 {
 	unsigned long id;
 	struct desk_window w;
@@ -193,8 +191,8 @@ static int act_get_window_size(struct envd *env, const json_t *params, struct ac
 	return 0;
 }
 
-static int act_set_window_size(struct envd *env, const json_t *params, struct action_reply *reply,
-			       struct err *e)
+int act_set_window_size(struct envd *env, const json_t *params, struct action_reply *reply,
+			struct err *e)
 {
 	unsigned long id;
 	long long width, height;
@@ -206,8 +204,8 @@ static int act_set_window_size(struct envd *env, const json_t *params, struct ac
 	return windows_reply_state(env, id, reply, e);
 }
 
-static int act_get_window_position(struct envd *env, const json_t *params,
-				   struct action_reply *reply, struct err *e)
+int act_get_window_position(struct envd *env, const json_t *params, struct action_reply *reply,
+			    struct err *e)
 {
 	unsigned long id;
 	struct desk_window w;
@@ -218,8 +216,8 @@ static int act_get_window_position(struct envd *env, const json_t *params,
 	return 0;
 }
 
-static int act_set_window_position(struct envd *env, const json_t *params,
-				   struct action_reply *reply, struct err *e)
+int act_set_window_position(struct envd *env, const json_t *params, struct action_reply *reply,
+			    struct err *e)
 {
 	unsigned long id;
 	long long x, y;
@@ -231,8 +229,8 @@ static int act_set_window_position(struct envd *env, const json_t *params,
 	return windows_reply_state(env, id, reply, e);
 }
 
-static int act_maximize_window(struct envd *env, const json_t *params, struct action_reply *reply,
-			       struct err *e)
+int act_maximize_window(struct envd *env, const json_t *params, struct action_reply *reply,
+			struct err *e)
 {
 	unsigned long id;
 	if (windows_param_id(params, &id, e) < 0 || desk_window_maximize(env->desk, id, e) < 0)
@@ -240,8 +238,8 @@ static int act_maximize_window(struct envd *env, const json_t *params, struct ac
 	return windows_reply_state(env, id, reply, e);
 }
 
-static int act_minimize_window(struct envd *env, const json_t *params, struct action_reply *reply,
-			       struct err *e)
+int act_minimize_window(struct envd *env, const json_t *params, struct action_reply *reply,
+			struct err *e)
 {
 	unsigned long id;
 	if (windows_param_id(params, &id, e) < 0 || desk_window_minimize(env->desk, id, e) < 0)
@@ -251,8 +249,8 @@ static int act_minimize_window(struct envd *env, const json_t *params, struct ac
 
 /* {"ok":true,"id","closed"} and, if it is still open (a "save changes?"
  * prompt), its "window"; otherwise "window" is null. */
-static int act_close_window(struct envd *env, const json_t *params, struct action_reply *reply,
-			    struct err *e)
+int act_close_window(struct envd *env, const json_t *params, struct action_reply *reply,
+		     struct err *e)
 {
 	unsigned long id;
 	if (windows_param_id(params, &id, e) < 0 || desk_window_close(env->desk, id, e) < 0)
@@ -273,23 +271,3 @@ static int act_close_window(struct envd *env, const json_t *params, struct actio
 	desk_window_clear(&w);
 	return 0;
 }
-
-static const char *const p_none[] = {NULL};
-static const char *const p_launch[] = {"app", "args", "wait_s", NULL};
-static const char *const p_id[] = {"id", NULL};
-static const char *const p_size[] = {"id", "width", "height", NULL};
-static const char *const p_position[] = {"id", "x", "y", NULL};
-
-const struct action actions_windows[] = {
-    {"windows", act_windows, ACTION_DISPLAY, p_none},
-    {"launch", act_launch, ACTION_DISPLAY, p_launch},
-    {"focus_window", act_focus_window, ACTION_DISPLAY, p_id},
-    {"get_window_size", act_get_window_size, ACTION_DISPLAY, p_id},
-    {"set_window_size", act_set_window_size, ACTION_DISPLAY, p_size},
-    {"get_window_position", act_get_window_position, ACTION_DISPLAY, p_id},
-    {"set_window_position", act_set_window_position, ACTION_DISPLAY, p_position},
-    {"maximize_window", act_maximize_window, ACTION_DISPLAY, p_id},
-    {"minimize_window", act_minimize_window, ACTION_DISPLAY, p_id},
-    {"close_window", act_close_window, ACTION_DISPLAY, p_id},
-    {0},
-};

@@ -54,18 +54,4 @@ int api_run(struct api *a);
 void api_stop(struct api *a); /* async-signal-safe */
 void api_destroy(struct api *a);
 
-/*
- * A stream token for a running desktop and its URLs, as POST .../stream
- * answers: {"token","expires_at","ws_url","embed_url","view_only"}. `host`
- * is the Host the caller used (the URLs point there). Also for MCP.
- */
-int api_stream_grant(struct api *a, const char *id, const char *ws, const char *host,
-		     long long ttl_s, bool view_only, json_t **out, struct err *e);
-
-/*
- * POST /v1/run's work, also for MCP's run_code: runs `body` for workspace
- * `ws` (NULL for the admin key: not counted in any workspace's usage).
- */
-int api_run_code(struct api *a, const char *ws, const json_t *body, json_t **out, struct err *e);
-
 #endif

@@ -3,28 +3,29 @@
  *
  * A tool is a name, a description, a parameter list and how it is done:
  * an envd action (most of them: the action of the same name, its arguments
- * passed through) or one of the few functions below for the lifecycle,
- * screenshots and stream URLs.
+ * passed through; their tools are generated from spec/actions.json) or one
+ * of the few functions below for the lifecycle, screenshots, code runs and
+ * stream URLs.
  */
 #include "mcp-tools.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base64.h"
+#include "driver.h"
 #include "ident.h"
 #include "params.h"
-
-#define COORD_MAX 1000000 /* envd's bound on x and y */
 
 enum mcp_type {
 	T_INT,	      /* integer in [lo, hi] */
 	T_NUM,	      /* number in [lo, hi] */
 	T_STR,	      /* string */
 	T_BOOL,	      /* boolean */
-	T_ENUM,	      /* one of choices ("a|b|c") */
+	T_ENUM,	      /* one of choices ("a|b|c"; NULL: the registered isolations) */
 	T_STRS,	      /* array of lo..hi strings */
 	T_POINTS,     /* array of up to hi [x, y] integer pairs */
 	T_STRMAP,     /* object of string values */
@@ -65,6 +66,23 @@ struct mcp_tool {
 
 /* ---- parameters ------------------------------------------------------------------- */
 
+static char mcp_isolations[256];
+static pthread_once_t mcp_isolations_once = PTHREAD_ONCE_INIT;
+
+static void mcp_isolations_fill(void)
+{
+	driver_names("|", mcp_isolations, sizeof mcp_isolations);
+}
+
+/* A T_ENUM's choices: its own, or the isolation drivers' names. */
+static const char *mcp_choices(const struct mcp_param *p)
+{
+	if (p->choices)
+		return p->choices;
+	pthread_once(&mcp_isolations_once, mcp_isolations_fill);
+	return mcp_isolations;
+}
+
 static const struct mcp_param mcp_computer_id = {
     "computer_id",
     T_STR,
@@ -74,135 +92,13 @@ static const struct mcp_param mcp_computer_id = {
     true,
     "The computer's id, as create_computer or list_computers give it (\"c-...\")."};
 
-#define P_X(req)                                                                                   \
-	{                                                                                          \
-		"x", T_INT, 0, COORD_MAX, NULL, req, "Screen x in pixels (0 = left edge)."         \
-	}
-#define P_Y(req)                                                                                   \
-	{                                                                                          \
-		"y", T_INT, 0, COORD_MAX, NULL, req, "Screen y in pixels (0 = top edge)."          \
-	}
-#define P_BUTTON                                                                                   \
-	{                                                                                          \
-		"button", T_ENUM, 0, 0, "left|middle|right|back|forward", false,                   \
-		    "Mouse button (default left)."                                                 \
-	}
-#define P_WINDOW                                                                                   \
-	{                                                                                          \
-		"id", T_ID, 0, 0, NULL, true, "Window id, from the windows tool."                  \
-	}
-#define P_KEY(doc)                                                                                 \
-	{                                                                                          \
-		"key", T_STR, 0, 0, NULL, true, doc                                                \
-	}
-#define P_SHELL(code, what)                                                                        \
-	{code, T_STR, 0, 0, NULL, true, what},                                                     \
-	    {"timeout_s", T_INT, 1, 86400, NULL, false, "Kill it after this long (default 60)."},  \
-	    {"cwd", T_STR, 0, 0, NULL, false, "Working directory (default: home)."},               \
-	    {"env", T_STRMAP, 0, 0, NULL, false, "More environment variables."},                   \
-	{                                                                                          \
-		"stdin", T_STR, 0, 0, NULL, false, "Text on its standard input."                   \
-	}
-
 static const struct mcp_param p_none[] = {{0}};
-static const struct mcp_param p_xy_opt[] = {P_X(false), P_Y(false), {0}};
-static const struct mcp_param p_xy[] = {P_X(true), P_Y(true), {0}};
-static const struct mcp_param p_xyb[] = {P_X(false), P_Y(false), P_BUTTON, {0}};
-static const struct mcp_param p_click[] = {
-    P_X(false),
-    P_Y(false),
-    P_BUTTON,
-    {"clicks", T_INT, 1, 3, NULL, false, "1 to 3 clicks (default 1)."},
-    {0}};
-static const struct mcp_param p_drag[] = {
-    {"from_x", T_INT, 0, COORD_MAX, NULL, true, "Where the drag starts, x."},
-    {"from_y", T_INT, 0, COORD_MAX, NULL, true, "Where the drag starts, y."},
-    {"to_x", T_INT, 0, COORD_MAX, NULL, true, "Where it ends (the button is released), x."},
-    {"to_y", T_INT, 0, COORD_MAX, NULL, true, "Where it ends, y."},
-    {"path", T_POINTS, 0, 1000, NULL, false, "Waypoints [[x, y], ...] between start and end."},
-    {"duration_ms", T_INT, 0, 60000, NULL, false, "How long the move takes (default 0)."},
-    P_BUTTON,
-    {0}};
-static const struct mcp_param p_scroll[] = {
-    {"direction", T_ENUM, 0, 0, "up|down|left|right", false, "Default down."},
-    {"clicks", T_INT, 1, 1000, NULL, false, "Wheel notches (default 1)."},
-    P_X(false),
-    P_Y(false),
-    {0}};
-static const struct mcp_param p_type[] = {
-    {"text", T_STR, 0, 0, NULL, true, "Any Unicode text; \\n is Return, \\t is Tab."},
-    {"delay_ms", T_INT, 0, 1000, NULL, false, "Pause between characters (default 0)."},
-    {0}};
-static const struct mcp_param p_key[] = {
-    P_KEY("A key or a combination: \"Return\", \"ctrl+shift+t\", \"super\", \"F5\", \"a\"."), {0}};
-static const struct mcp_param p_key1[] = {P_KEY("One key: \"shift\", \"ctrl\", \"a\"."), {0}};
-static const struct mcp_param p_hotkey[] = {
-    {"keys", T_STRS, 1, 16, NULL, true,
-     "Keys pressed in order and released in reverse: [\"ctrl\", \"c\"]."},
-    {0}};
-static const struct mcp_param p_clip_get[] = {
-    {"timeout_ms", T_INT, 1, 60000, NULL, false, "How long to wait for the owner."}, {0}};
-static const struct mcp_param p_clip_set[] = {
-    {"text", T_STR, 0, 0, NULL, true, "The clipboard's new text."}, {0}};
-static const struct mcp_param p_launch[] = {
-    {"app", T_STR, 0, 0, NULL, true,
-     "A .desktop id (\"firefox-esr\", \"xfce4-terminal\", \"mousepad\") or a command."},
-    {"args", T_STRS, 0, 256, NULL, false, "Its arguments."},
-    {"wait_s", T_NUM, 0, 60, NULL, false, "Wait this long for its window (default 0)."},
-    {0}};
-static const struct mcp_param p_window[] = {P_WINDOW, {0}};
-static const struct mcp_param p_window_size[] = {
-    P_WINDOW,
-    {"width", T_INT, 1, 32767, NULL, true, "New width in pixels."},
-    {"height", T_INT, 1, 32767, NULL, true, "New height in pixels."},
-    {0}};
-static const struct mcp_param p_window_pos[] = {
-    P_WINDOW,
-    {"x", T_INT, -32768, 32767, NULL, true, "New left edge."},
-    {"y", T_INT, -32768, 32767, NULL, true, "New top edge."},
-    {0}};
-static const struct mcp_param p_screen_size[] = {
-    {"width", T_INT, 1, 32767, NULL, true, "New screen width in pixels."},
-    {"height", T_INT, 1, 32767, NULL, true, "New screen height in pixels."},
-    {0}};
-static const struct mcp_param p_wallpaper[] = {
-    {"path", T_STR, 0, 0, NULL, true, "A PNG or JPEG inside the computer."}, {0}};
-static const struct mcp_param p_a11y[] = {
-    {"max_depth", T_INT, 1, 50, NULL, false, "Levels below each application (default 10)."},
-    {"app", T_STR, 0, 0, NULL, false, "Only applications whose name contains this."},
-    {"max_nodes", T_INT, 1, 100000, NULL, false, "Stop after this many nodes."},
-    {0}};
-static const struct mcp_param p_bash[] = {P_SHELL("command", "A bash command line."), {0}};
-static const struct mcp_param p_python[] = {P_SHELL("code", "Python 3 source."), {0}};
-static const struct mcp_param p_write_file[] = {
-    {"path", T_STR, 0, 0, NULL, true, "Where (relative paths start at the user's home)."},
-    {"content", T_STR, 0, 0, NULL, false, "The text (give this or content_base64)."},
-    {"content_base64", T_STR, 0, 0, NULL, false, "The bytes, base64 (or content)."},
-    {"mode", T_ID, 0, 0, NULL, false, "Permissions, 420 or \"0644\" (default: kept, or 0644)."},
-    {0}};
-static const struct mcp_param p_read_file[] = {
-    {"path", T_STR, 0, 0, NULL, true, "The file (relative paths start at the user's home)."},
-    {"encoding", T_ENUM, 0, 0, "auto|utf-8|base64", false,
-     "auto (default): UTF-8 text if it is, else base64."},
-    {0}};
-static const struct mcp_param p_screenshot[] = {
-    {"max_width", T_INT, 1, COORD_MAX, NULL, false,
-     "Scale down (keeping the aspect ratio) to at most this wide."},
-    {"max_height", T_INT, 1, COORD_MAX, NULL, false, "... and at most this high."},
-    {"format", T_ENUM, 0, 0, "png|jpeg", false, "Default png."},
-    {"quality", T_INT, 1, 100, NULL, false, "JPEG quality (default 80)."},
-    {"x", T_INT, 0, COORD_MAX, NULL, false,
-     "A region only: its left edge (with y, width, height)."},
-    {"y", T_INT, 0, COORD_MAX, NULL, false, "Region top edge."},
-    {"width", T_INT, 1, COORD_MAX, NULL, false, "Region width."},
-    {"height", T_INT, 1, COORD_MAX, NULL, false, "Region height."},
-    {0}};
 static const struct mcp_param p_create[] = {
     {"kind", T_ENUM, 0, 0, "desktop|sandbox", false,
      "desktop (Xfce, Firefox; the default) or sandbox (headless: bash, python, files)."},
     {"size", T_ENUM, 0, 0, "small|medium|large|xs|sm|md|lg|xl", false,
      "Desktops small (default), medium, large; sandboxes xs, sm (default), md, lg, xl."},
-    {"isolation", T_ENUM, 0, 0, "container|vm", false, "Default: what the host offers."},
+    {"isolation", T_ENUM, 0, 0, NULL, false, "Default: what the host offers."},
     {"resolution", T_RESOLUTION, 0, 0, NULL, false,
      "Desktop [width, height], 320x240 to 3840x2160 (default [1280, 800])."},
     {"idle_timeout_s", T_INT, 10, 604800, NULL, false,
@@ -308,7 +204,7 @@ static int mcp_stream_url(const struct mcp_caller *c, const struct mcp_tool *t, 
 	bool view = false;
 	param_int(args, "ttl_s", 1, 86400, &ttl, NULL);
 	param_bool(args, "view_only", &view, NULL);
-	return api_stream_grant(c->api, mcp_id(args), c->ws, c->host, ttl, view, result, e);
+	return streams_grant(c->streams, mcp_id(args), c->ws, c->host, ttl, view, result, e);
 }
 
 /* POST /v1/run: a snippet in a fresh sandbox (docs/code-runner.md). */
@@ -323,7 +219,7 @@ static int mcp_run_code(const struct mcp_caller *c, const struct mcp_tool *t, co
 			json_t **result, struct err *e)
 {
 	(void)t;
-	return api_run_code(c->api, c->ws, args, result, e);
+	return runner_run(c->runner, c->ws, args, result, e);
 }
 
 /* An image content item and a text item saying its size and scale; the
@@ -366,6 +262,10 @@ static int mcp_screenshot(const struct mcp_caller *c, const struct mcp_tool *t, 
 
 /* ---- the table ---------------------------------------------------------------------- */
 
+/* The tools of envd's actions: mcp_action_tools[], generated from
+ * spec/actions.json by spec/gen.py (spec/README.md). */
+#include "mcp-actions.inc"
+
 #define COMPUTER F_COMPUTER
 #define RO	 (F_COMPUTER | F_READONLY)
 
@@ -392,82 +292,24 @@ static const struct mcp_tool mcp_tools[] = {
      "its stdout, stderr, exit_code and error (exception, cpu_limit, memory_limit, timeout, "
      "output_limit). 128 MB, 100 ms CPU, no files, no network, nothing kept between runs.",
      p_run_code, 0, mcp_run_code},
-    /* Screen. */
-    {"screenshot",
-     "A PNG (or JPEG) of the screen or a region, optionally scaled down; a text item says the "
-     "scale to map image points back to screen points.",
-     p_screenshot, RO | F_REGION | F_RESULT, mcp_screenshot},
-    {"get_screen_size", "The screen's width and height in pixels.", p_none, RO, NULL},
-    {"set_screen_size",
-     "Change the screen's resolution (up to the size the desktop started with, at least "
-     "1920x1200); windows and the panel follow.",
-     p_screen_size, COMPUTER, NULL},
-    {"get_cursor_position", "Where the mouse cursor is.", p_none, RO, NULL},
-    /* Mouse. */
-    {"left_click", "Left-click at (x, y), or where the cursor is.", p_xy_opt, COMPUTER | F_XY,
-     NULL},
-    {"right_click", "Right-click at (x, y), or where the cursor is.", p_xy_opt, COMPUTER | F_XY,
-     NULL},
-    {"middle_click", "Middle-click at (x, y), or where the cursor is.", p_xy_opt, COMPUTER | F_XY,
-     NULL},
-    {"double_click", "Double-click at (x, y), or where the cursor is.", p_xyb, COMPUTER | F_XY,
-     NULL},
-    {"triple_click", "Triple-click (select a line) at (x, y), or where the cursor is.", p_xyb,
-     COMPUTER | F_XY, NULL},
-    {"click", "Click any button 1 to 3 times at (x, y), or where the cursor is.", p_click,
-     COMPUTER | F_XY, NULL},
-    {"move_cursor", "Move the mouse cursor to (x, y).", p_xy, COMPUTER, NULL},
-    {"mouse_down", "Press a mouse button (at (x, y), or where the cursor is).", p_xyb,
-     COMPUTER | F_XY, NULL},
-    {"mouse_up", "Release a mouse button (at (x, y), or where the cursor is).", p_xyb,
-     COMPUTER | F_XY, NULL},
-    {"drag", "Press at (from_x, from_y), move (through path), release at (to_x, to_y).", p_drag,
-     COMPUTER, NULL},
-    {"scroll", "Turn the mouse wheel, at (x, y) or where the cursor is.", p_scroll, COMPUTER | F_XY,
-     NULL},
-    /* Keyboard. */
-    {"type", "Type text into the focused window.", p_type, COMPUTER, NULL},
-    {"key", "Press a key or a key combination.", p_key, COMPUTER, NULL},
-    {"hotkey", "Press keys together: in order, released in reverse.", p_hotkey, COMPUTER, NULL},
-    {"key_down", "Hold a key down (until key_up).", p_key1, COMPUTER, NULL},
-    {"key_up", "Release a key held with key_down.", p_key1, COMPUTER, NULL},
-    {"get_clipboard", "The clipboard's text.", p_clip_get, RO, NULL},
-    {"set_clipboard", "Put text on the clipboard (paste it with ctrl+v).", p_clip_set, COMPUTER,
-     NULL},
-    /* Windows and apps. */
-    {"windows", "The windows: id, title, app, pid, position, size, focused, minimized, maximized.",
-     p_none, RO, NULL},
-    {"launch", "Start an application, optionally waiting for its window.", p_launch, COMPUTER,
-     NULL},
-    {"focus_window", "Raise and focus a window.", p_window, COMPUTER, NULL},
-    {"maximize_window", "Maximize a window.", p_window, COMPUTER, NULL},
-    {"minimize_window", "Minimize a window.", p_window, COMPUTER, NULL},
-    {"close_window", "Ask a window to close (the app may ask to save).", p_window, COMPUTER, NULL},
-    {"get_window_size", "A window's size.", p_window, RO, NULL},
-    {"set_window_size", "Resize a window.", p_window_size, COMPUTER, NULL},
-    {"get_window_position", "A window's position.", p_window, RO, NULL},
-    {"set_window_position", "Move a window.", p_window_pos, COMPUTER, NULL},
-    /* Desktop. */
-    {"get_desktop_environment", "The desktop environment's name and version.", p_none, RO, NULL},
-    {"set_wallpaper", "Set the desktop wallpaper to an image file.", p_wallpaper, COMPUTER, NULL},
-    {"get_accessibility_tree",
-     "The applications' accessibility trees: roles, names, states, bounds, actions.", p_a11y, RO,
-     NULL},
-    /* Shell and files (sandboxes too). */
-    {"bash", "Run a bash command as the computer's user: stdout, stderr, exit_code.", p_bash,
-     COMPUTER, NULL},
-    {"python", "Run Python 3 code as the computer's user: stdout, stderr, exit_code.", p_python,
-     COMPUTER, NULL},
-    {"write_file", "Write a file (atomically; parent directories are created).", p_write_file,
-     COMPUTER, NULL},
-    {"read_file", "Read a file, up to 16 MiB.", p_read_file, RO, NULL},
 };
+
+#define MCP_NTOOLS                                                                                 \
+	(sizeof mcp_tools / sizeof mcp_tools[0] +                                                  \
+	 sizeof mcp_action_tools / sizeof mcp_action_tools[0])
+
+/* Tool i of both tables: the lifecycle's, then the actions'. */
+static const struct mcp_tool *mcp_tool_at(size_t i)
+{
+	size_t n = sizeof mcp_tools / sizeof mcp_tools[0];
+	return i < n ? &mcp_tools[i] : &mcp_action_tools[i - n];
+}
 
 static const struct mcp_tool *mcp_tool_find(const char *name)
 {
-	for (size_t i = 0; i < sizeof mcp_tools / sizeof mcp_tools[0]; i++)
-		if (strcmp(mcp_tools[i].name, name) == 0)
-			return &mcp_tools[i];
+	for (size_t i = 0; i < MCP_NTOOLS; i++)
+		if (strcmp(mcp_tool_at(i)->name, name) == 0)
+			return mcp_tool_at(i);
 	return NULL;
 }
 
@@ -495,8 +337,8 @@ static json_t *mcp_param_schema(const struct mcp_param *p)
 		break;
 	case T_ENUM: {
 		json_t *choices = json_array();
-		char buf[200];
-		snprintf(buf, sizeof buf, "%s", p->choices);
+		char buf[256];
+		snprintf(buf, sizeof buf, "%s", mcp_choices(p));
 		for (char *save = NULL, *c = strtok_r(buf, "|", &save); c;
 		     c = strtok_r(NULL, "|", &save))
 			json_array_append_new(choices, json_string(c));
@@ -572,8 +414,8 @@ static json_t *mcp_tool_schema(const struct mcp_tool *t)
 json_t *mcp_tools_list(void)
 {
 	json_t *tools = json_array();
-	for (size_t i = 0; i < sizeof mcp_tools / sizeof mcp_tools[0]; i++) {
-		const struct mcp_tool *t = &mcp_tools[i];
+	for (size_t i = 0; i < MCP_NTOOLS; i++) {
+		const struct mcp_tool *t = mcp_tool_at(i);
 		json_t *ann =
 		    json_pack("{s:b, s:b, s:b}", "readOnlyHint", !!(t->flags & F_READONLY),
 			      "destructiveHint", !!(t->flags & F_DESTROYS), "openWorldHint", 0);
@@ -609,14 +451,14 @@ static int mcp_check_value(const struct mcp_param *p, const json_t *v, struct er
 	case T_ENUM: {
 		const char *s = json_string_value(v);
 		size_t len = s ? strlen(s) : 0;
-		for (const char *c = p->choices; s && *c;) {
+		for (const char *c = mcp_choices(p); s && *c;) {
 			const char *bar = strchr(c, '|');
 			size_t cl = bar ? (size_t)(bar - c) : strlen(c);
 			if (cl == len && strncmp(c, s, len) == 0)
 				return 0;
 			c += cl + (bar ? 1 : 0);
 		}
-		return err_param(e, n, "%s: one of %s", n, p->choices);
+		return err_param(e, n, "%s: one of %s", n, mcp_choices(p));
 	}
 	case T_STRS: {
 		size_t k = json_array_size(v);

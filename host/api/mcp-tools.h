@@ -3,22 +3,25 @@
  * (tools/list) and the checks of its arguments (tools/call) come from the
  * same parameter list, so the schema an agent reads is the one enforced.
  * Desktop actions are envd's, called through core_action_ok() like the REST
- * proxy; the rest call the core (and the api, for stream URLs).
+ * proxy; the rest call the core (the live streams for stream URLs, the
+ * runner for run_code).
  */
 #ifndef CUBICLE_MCP_TOOLS_H
 #define CUBICLE_MCP_TOOLS_H
 
 #include <jansson.h>
 
-#include "api.h"
 #include "core.h"
+#include "runner.h"
+#include "stream.h"
 
 /* Who calls, and with what. */
 struct mcp_caller {
 	struct core *core;
-	struct api *api;
-	const char *ws;	  /* NULL for the admin */
-	const char *host; /* the Host header, for stream URLs */
+	struct streams *streams;
+	struct runner *runner; /* NULL: this cubicled runs no code */
+	const char *ws;	       /* NULL for the admin */
+	const char *host;      /* the Host header, for stream URLs */
 };
 
 /* {"tools":[...]} for tools/list (new reference). */

@@ -27,11 +27,13 @@ const char *const mcp_extra_headers[] = {"mcp-protocol-version", NULL};
 
 struct mcp {
 	struct core *core;
-	struct api *api;
+	struct streams *streams;
+	struct runner *runner;
 	char **origins; /* allowed besides our own, NULL-terminated */
 };
 
-struct mcp *mcp_create(struct core *core, struct api *api, const char *origins, struct err *e)
+struct mcp *mcp_create(struct core *core, struct streams *streams, struct runner *runner,
+		       const char *origins, struct err *e)
 {
 	struct mcp *m = calloc(1, sizeof *m);
 	size_t n = 1;
@@ -45,7 +47,8 @@ struct mcp *mcp_create(struct core *core, struct api *api, const char *origins, 
 		return NULL;
 	}
 	m->core = core;
-	m->api = api;
+	m->streams = streams;
+	m->runner = runner;
 	char *copy = strdup(origins ? origins : ""), *save = NULL;
 	size_t k = 0;
 	for (char *o = strtok_r(copy, ",", &save); o && k < n; o = strtok_r(NULL, ",", &save))
@@ -266,7 +269,7 @@ void mcp_handle(struct mcp *m, const char *ws, struct httpd_request *req,
 		mcp_respond(resp, 400, rpc_error(NULL, RPC_PARSE_ERROR, text));
 		return;
 	}
-	struct mcp_caller c = {m->core, m->api, ws, req->host};
+	struct mcp_caller c = {m->core, m->streams, m->runner, ws, req->host};
 	json_t *out;
 	if (json_is_array(msg)) { /* a batch (2025-03-26) */
 		out = json_array();

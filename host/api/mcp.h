@@ -24,15 +24,18 @@
 #ifndef CUBICLE_MCP_H
 #define CUBICLE_MCP_H
 
-#include "api.h"
 #include "core.h"
 #include "httpd.h"
+#include "runner.h"
+#include "stream.h"
 
 struct mcp;
 
 /* origins: comma-separated Origins allowed besides the server's own, or
- * NULL. The api is where stream tokens are minted. */
-struct mcp *mcp_create(struct core *core, struct api *api, const char *origins, struct err *e);
+ * NULL. streams mints the stream tool's tokens; runner runs run_code
+ * (NULL: no runner, the tool answers 503). */
+struct mcp *mcp_create(struct core *core, struct streams *streams, struct runner *runner,
+		       const char *origins, struct err *e);
 void mcp_destroy(struct mcp *m);
 
 /* The request headers mcp_handle() reads, for httpd_opts.extra_headers

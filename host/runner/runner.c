@@ -561,6 +561,8 @@ int runner_run(struct runner *r, const char *ws, const json_t *body, json_t **ou
 	static const char *const known[] = {"language", "code", "stdin", NULL};
 	const char *code = NULL, *in = "";
 	int lang = -1;
+	if (!r)
+		return err_set(e, ERR_UNAVAILABLE, "this cubicled runs no code (no runner)");
 	if (params_check_known(body, known, e) < 0)
 		return -1;
 	int has = param_enum(body, "language", lang_names, &lang, e);

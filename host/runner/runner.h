@@ -48,7 +48,8 @@ void runner_close(struct runner *r);
  * {"type", "message"}, "truncated"?, "cpu_ms", "wall_ms", "memory_kb"}.
  * -1 with e: 400 an unknown field or language, a missing or non-string
  * code; 413 code (or stdin) too large; 503 the language's sandbox cannot be
- * made. A snippet that fails is not an error here: it is in "error".
+ * made, or r is NULL (a cubicled without a runner). A snippet that fails
+ * is not an error here: it is in "error".
  */
 int runner_run(struct runner *r, const char *ws, const json_t *body, json_t **out, struct err *e);
 

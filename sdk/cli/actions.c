@@ -1,8 +1,9 @@
 /*
  * actions: every envd action (envd/README.md) as a command, generated from
- * one table: its positional parameters and their types, its options, its
- * help, and how a person reads its answer. Any parameter can also be given
- * as --NAME VALUE, and any at all as --param NAME=VALUE.
+ * the one action table, spec/actions.json: its positional parameters and
+ * their types, its options, its help, and how a person reads its answer.
+ * Any parameter can also be given as --NAME VALUE, and any at all as
+ * --param NAME=VALUE.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,78 +15,10 @@
 
 #include "actions.h"
 
-#define SHOT "-format -quality:i -x:i -y:i -width:i -height:i -max_width:i -max_height:i"
-#define PROC "-timeout_s:i -cwd -env:j -stdin"
-
-/* clang-format off: one line per action reads best. */
+/* The table: generated from spec/actions.json by spec/gen.py (spec/README.md). */
 static const struct action_spec specs[] = {
-    /* mouse */
-    {"click", "x:i? y:i? -button -clicks:i", S_QUIET, NULL,
-     "Clicks at X Y, or where the cursor is (--button left|middle|right, --clicks 1..3)."},
-    {"left_click", "x:i? y:i?", S_QUIET, NULL, "Left-clicks at X Y, or where the cursor is."},
-    {"right_click", "x:i? y:i?", S_QUIET, NULL, "Right-clicks at X Y, or where the cursor is."},
-    {"middle_click", "x:i? y:i?", S_QUIET, NULL, "Middle-clicks at X Y, or where the cursor is."},
-    {"double_click", "x:i? y:i? -button", S_QUIET, NULL, "Double-clicks at X Y."},
-    {"triple_click", "x:i? y:i? -button", S_QUIET, NULL, "Triple-clicks at X Y."},
-    {"move_cursor", "x:i y:i", S_QUIET, NULL, "Moves the mouse pointer to X Y."},
-    {"mouse_down", "x:i? y:i? -button", S_QUIET, NULL, "Presses a mouse button (at X Y)."},
-    {"mouse_up", "x:i? y:i? -button", S_QUIET, NULL, "Releases a mouse button (at X Y)."},
-    {"drag", "from_x:i from_y:i to_x:i to_y:i -path:j -duration_ms:i -button", S_QUIET, NULL,
-     "Drags from one point to another; --path '[[x,y],...]' adds waypoints."},
-    {"scroll", "direction? clicks:i? -x:i -y:i", S_QUIET, NULL,
-     "Scrolls up|down|left|right by CLICKS wheel clicks (at --x --y)."},
-    {"scroll_up", "clicks:i? -x:i -y:i", S_QUIET, NULL, "Scrolls up by CLICKS wheel clicks."},
-    {"scroll_down", "clicks:i? -x:i -y:i", S_QUIET, NULL, "Scrolls down by CLICKS wheel clicks."},
-    {"scroll_left", "clicks:i? -x:i -y:i", S_QUIET, NULL, "Scrolls left by CLICKS wheel clicks."},
-    {"scroll_right", "clicks:i? -x:i -y:i", S_QUIET, NULL, "Scrolls right by CLICKS wheel clicks."},
-    /* keyboard */
-    {"type", "text -delay_ms:i", S_QUIET, NULL, "Types TEXT (any Unicode; \\n is Return)."},
-    {"key", "key", S_QUIET, NULL, "Presses a key or a combination: Return, ctrl+l, ctrl+shift+t."},
-    {"hotkey", "keys...", S_QUIET, NULL,
-     "Presses KEYS in order and releases them in reverse: hotkey ID ctrl c."},
-    {"key_down", "key", S_QUIET, NULL, "Presses KEY and holds it."},
-    {"key_up", "key", S_QUIET, NULL, "Releases KEY."},
-    /* screen */
-    {"screenshot", SHOT, S_IMAGE, NULL,
-     "Writes a screenshot to -o FILE ('-' = stdout). --region X,Y,W,H captures part of the "
-     "screen; --scale F (0..1) or --max-width/--max-height downscale; --format jpeg --quality Q."},
-    {"screenshot_base64", SHOT, S_TEXT, "image", "Prints a screenshot as base64."},
-    {"get_screen_size", "", S_FIELDS, "width height", "Prints the screen's width and height."},
-    {"set_screen_size", "width:i height:i", S_FIELDS, "width height",
-     "Changes the screen's resolution to WIDTH HEIGHT and prints it."},
-    {"get_cursor_position", "", S_FIELDS, "x y", "Prints the pointer's X and Y."},
-    /* windows and apps */
-    {"windows", "", S_WINDOWS, NULL, "Lists the windows."},
-    {"launch", "app args...? -wait_s:i", S_KV, NULL,
-     "Starts APP (a .desktop id like firefox-esr, or a command) with ARGS; --wait-s waits "
-     "for its window."},
-    {"focus_window", "id:w", S_QUIET, NULL, "Focuses a window."},
-    {"maximize_window", "id:w", S_QUIET, NULL, "Maximizes a window."},
-    {"minimize_window", "id:w", S_QUIET, NULL, "Minimizes a window."},
-    {"close_window", "id:w", S_QUIET, NULL, "Asks a window to close."},
-    {"get_window_size", "id:w", S_FIELDS, "width height", "Prints a window's width and height."},
-    {"set_window_size", "id:w width:i height:i", S_QUIET, NULL, "Resizes a window."},
-    {"get_window_position", "id:w", S_FIELDS, "x y", "Prints a window's X and Y."},
-    {"set_window_position", "id:w x:i y:i", S_QUIET, NULL, "Moves a window."},
-    /* desktop */
-    {"get_desktop_environment", "", S_KV, NULL, "Prints the desktop environment."},
-    {"set_wallpaper", "path", S_QUIET, NULL,
-     "Sets the wallpaper to a PNG or JPEG in the computer."},
-    {"get_accessibility_tree", "-max_depth:i -app -max_nodes:i", S_TREE, NULL,
-     "Prints the accessibility tree (roles, names, bounds)."},
-    {"get_clipboard", "-timeout_ms:i", S_TEXT, "text", "Prints the clipboard's text."},
-    {"set_clipboard", "text", S_QUIET, NULL, "Puts TEXT on the clipboard."},
-    /* shell and files */
-    {"bash", "command " PROC, S_PROC, NULL,
-     "Runs COMMAND with bash; prints its stdout and stderr and exits with its status (124 "
-     "when it ran past --timeout-s)."},
-    {"python", "code " PROC, S_PROC, NULL, "Runs CODE with python3, like bash."},
-    {"write_file", "path content? -content_base64 -mode:j", S_QUIET, NULL,
-     "Writes CONTENT to PATH (small files; cp streams any size)."},
-    {"read_file", "path -encoding", S_FILE, NULL,
-     "Prints the file at PATH (small files; cp streams any size)."},
+#include "cli-actions.inc"
 };
-/* clang-format on */
 
 #define NSPECS (sizeof specs / sizeof specs[0])
 
@@ -176,9 +109,9 @@ void action_usage_line(const struct action_spec *s, FILE *f)
 		action_param_name(opt, sizeof opt, p->name);
 		if (!(p->flags & F_POS))
 			n += (size_t)snprintf(line + n, sizeof line - n, " [--%s %s]", opt,
-					      p->type == T_INT	 ? "N"
-					      : p->type == T_ANY ? "JSON"
-								 : "S");
+					      p->type == T_INT || p->type == T_NUM ? "N"
+					      : p->type == T_ANY		   ? "JSON"
+										   : "S");
 	}
 	if (s->show == S_IMAGE && n < sizeof line)
 		snprintf(line + n, sizeof line - n, " [--region X,Y,W,H] [--scale F] -o FILE");
@@ -359,7 +292,7 @@ static int action_shot_options(struct cli *cli, const struct args *a, const char
 /* The options of an action command: its parameters, and the common ones. */
 static struct opt *action_opts(const struct action_spec *s)
 {
-	struct opt *o = calloc(16, sizeof *o);
+	struct opt *o = calloc(ACTION_MAX_PARAMS + 5, sizeof *o);
 	int n = 0;
 	for (const struct pspec *p = action_params(s); o && p->name[0]; p++)
 		o[n++] = (struct opt){p->name, true, 0};

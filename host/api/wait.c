@@ -1,0 +1,177 @@
+/*
+ * wait: ?wait=STATE on the lifecycle routes. A wait that is not over at once
+ * is parked (httpd_park: no worker thread held) and answered by one waiter
+ * thread when its computer reaches the state, its deadline passes or its
+ * client leaves.
+ */
+#include "api-internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A ?wait= request parked (httpd_park) until its computer reaches the
+ * state, its deadline passes or its client leaves: api_waiter answers it. */
+struct api_parked {
+	struct api_parked *next;
+	struct httpd_parked *hp;
+	char id[40], ws[40];
+	bool admin;  /* ws NULL: the admin sees every workspace */
+	bool create; /* POST /v1/computers: 201, and an error names the computer */
+	char state[16], stored[16];
+	int timeout_s;
+	struct timespec deadline; /* CLOCK_MONOTONIC */
+};
+
+int api_wait_parse(struct httpd_request *req, struct api_wait *w, struct err *e)
+{
+	static const char *const states[] = {"running", "stopped", "deleted", "error", NULL};
+	w->state = httpd_query(req, "wait");
+	bool ok = !w->state;
+	for (int i = 0; w->state && states[i]; i++)
+		ok = ok || strcmp(w->state, states[i]) == 0;
+	if (!ok)
+		return err_param(e, "wait",
+				 "wait: one of running, stopped, deleted, error, not '%.40s'",
+				 w->state);
+	long long timeout = 60;
+	if (api_query_int(req, "timeout_s", 0, 3600, 60, &timeout, e) < 0)
+		return -1;
+	w->timeout_s = (int)timeout;
+	return 0;
+}
+
+/* An error after a create: the computer exists (and goes on booting), so
+ * the error says which it is. */
+static void api_respond_err_id(struct httpd_response *resp, const struct err *e, const char *id)
+{
+	json_t *ej = err_to_json(e);
+	json_object_set_new(json_object_get(ej, "error"), "computer_id", json_string(id));
+	httpd_respond_json(resp, err_http_status(e->code), ej);
+}
+
+/* The answer of a wait that ended: the computer's JSON, or why not. */
+static void api_wait_answer(struct api *a, const struct api_parked *w, bool timed_out,
+			    const char *now, struct httpd_response *resp)
+{
+	struct err e = {0};
+	json_t *out = NULL;
+	int rc = timed_out ? err_set(&e, ERR_TIMEOUT, "computer %s is still %s after %d s", w->id,
+				     now, w->timeout_s)
+			   : core_get(a->core, w->id, w->admin ? NULL : w->ws, &out, &e);
+	if (rc == 0)
+		httpd_respond_json(resp, w->create ? 201 : 200, out);
+	else if (w->create)
+		api_respond_err_id(resp, &e, w->id);
+	else
+		httpd_respond_err(resp, &e);
+}
+
+/*
+ * The waiter: one thread answers every parked wait. It looks at them after
+ * each state change of any computer (core_await_change) and at least every
+ * 250 ms (deadlines, clients that left, waits parked meanwhile).
+ */
+void *api_waiter(void *arg)
+{
+	struct api *a = arg;
+	for (;;) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		struct api_parked *ended = NULL;
+		pthread_mutex_lock(&a->parked_lock);
+		bool stop = a->waiter_stop;
+		struct api_parked **pp = &a->parked;
+		while (*pp) {
+			struct api_parked *w = *pp;
+			char now[16];
+			bool over =
+			    stop || httpd_parked_gone(w->hp) ||
+			    core_wait_over(a->core, w->id, w->state, w->stored, now) ||
+			    t.tv_sec > w->deadline.tv_sec ||
+			    (t.tv_sec == w->deadline.tv_sec && t.tv_nsec >= w->deadline.tv_nsec);
+			if (over) {
+				*pp = w->next;
+				w->next = ended;
+				ended = w;
+			} else {
+				pp = &w->next;
+			}
+		}
+		pthread_mutex_unlock(&a->parked_lock);
+		while (ended) {
+			struct api_parked *w = ended;
+			ended = w->next;
+			char now[16];
+			struct httpd_response *resp = httpd_parked_response(w->hp);
+			if (stop) {
+				struct err e = {0};
+				err_set(&e, ERR_UNAVAILABLE,
+					"cubicled is stopping; wait again later");
+				httpd_respond_err(resp, &e);
+			} else if (!httpd_parked_gone(w->hp)) {
+				bool reached =
+				    core_wait_over(a->core, w->id, w->state, w->stored, now);
+				api_wait_answer(a, w, !reached, now, resp);
+			}
+			httpd_parked_done(w->hp);
+			free(w);
+		}
+		if (stop)
+			return NULL;
+		core_await_change(a->core, 250);
+	}
+}
+
+void api_answer_wait(struct api *a, struct httpd_request *req, struct httpd_response *resp,
+		     const struct api_wait *wt, const char *id, const char *ws, bool create,
+		     json_t *out)
+{
+	if (!wt->state) {
+		httpd_respond_json(resp, create ? 201 : 200, out);
+		return;
+	}
+	json_decref(out);
+	struct api_parked *w = calloc(1, sizeof *w);
+	struct err e = {0};
+	char now[16];
+	if (!w) {
+		err_set(&e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	snprintf(w->id, sizeof w->id, "%s", id);
+	snprintf(w->ws, sizeof w->ws, "%s", ws ? ws : "");
+	w->admin = !ws;
+	w->create = create;
+	snprintf(w->state, sizeof w->state, "%s", wt->state);
+	w->timeout_s = wt->timeout_s;
+	clock_gettime(CLOCK_MONOTONIC, &w->deadline);
+	w->deadline.tv_sec += wt->timeout_s;
+	if (core_wait_begin(a->core, id, ws, w->stored, &e) < 0)
+		goto fail;
+	if (core_wait_over(a->core, id, w->state, w->stored, now) || wt->timeout_s == 0) {
+		api_wait_answer(a, w,
+				strcmp(now, w->state) != 0 && strcmp(now, "error") != 0 &&
+				    strcmp(now, "deleted") != 0,
+				now, resp);
+		free(w);
+		return;
+	}
+	pthread_mutex_lock(&a->parked_lock);
+	if (!a->waiter_stop) {
+		w->hp = httpd_park(req);
+		w->next = a->parked;
+		a->parked = w;
+		pthread_mutex_unlock(&a->parked_lock);
+		return;
+	}
+	pthread_mutex_unlock(&a->parked_lock);
+	err_set(&e, ERR_UNAVAILABLE, "cubicled is stopping; wait again later");
+fail:
+	free(w);
+	if (create)
+		api_respond_err_id(resp, &e, id);
+	else
+		httpd_respond_err(resp, &e);
+}
