@@ -683,6 +683,26 @@ static void api_computers(void *ctx, struct httpd_request *req, struct httpd_res
 	api_answer_wait(a, req, resp, &w, id, api_ws(c), true, out);
 }
 
+/* POST /v1/connect-tokens: a machine you bring (docs/byo.md). The command
+ * dials the address this request came to (its Host header). */
+static void api_connect_tokens(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *out = NULL, *body = api_body_json(req, &e);
+	char base[300];
+	snprintf(base, sizeof base, "http://%s", req->host[0] ? req->host : "127.0.0.1");
+	for (char *p = base + 7; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == ':' || *p == '-' ||
+		      *p == '[' || *p == ']'))
+			*p = '_';
+	int rc = body ? core_connect_token(a->core, api_ws(c), body, base, &out, &e) : -1;
+	json_decref(body);
+	api_answer(resp, rc, 201, out, &e);
+}
+
 static void api_computer(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 {
 	struct api *a = ctx;
@@ -947,6 +967,20 @@ static void api_stream_revoke(void *ctx, struct httpd_request *req, struct httpd
 static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t, struct err *e)
 {
 	struct api *a = ctx;
+	if (strcmp(req->path, "/v1/connect") == 0) {
+		/* A machine you bring dials in (docs/byo.md): its link goes to the
+		 * core's byo listener, named by the preamble. */
+		const char *d = httpd_query(req, "display"), *w = httpd_query(req, "width"),
+			   *h = httpd_query(req, "height");
+		if (core_byo_admit(a->core, req->authorization, httpd_query(req, "hostname"),
+				   d && strcmp(d, "1") == 0, w ? atoi(w) : 0, h ? atoi(h) : 0,
+				   t->unix_path, sizeof t->unix_path, t->preamble,
+				   sizeof t->preamble, e) < 0)
+			return -1;
+		snprintf(t->tag, sizeof t->tag, "byo-link");
+		t->answer_seconds = 10;
+		return 0;
+	}
 	return streams_tunnel(a->streams, req, t, e);
 }
 
@@ -1121,6 +1155,12 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 			return err_set(e, ERR_BAD_REQUEST, "run is called with POST");
 		route->max_body = 8u << 20; /* the runner answers 413 past its own limits */
 		route->handler = api_run_handler;
+		return 0;
+	}
+	if (strcmp(s[1], "connect-tokens") == 0 && n == 2) {
+		if (m != HTTPD_POST)
+			return err_set(e, ERR_BAD_REQUEST, "connect-tokens are made with POST");
+		route->handler = api_connect_tokens;
 		return 0;
 	}
 	if (strcmp(s[1], "usage") == 0 && n == 2 && m == HTTPD_GET) {
