@@ -27,7 +27,7 @@
 #include "clock.h"
 #include "mux.h"
 
-#define CN_HIGH (1024 * 1024) /* bytes queued one way before its reader pauses */
+#define CN_HIGH	 (1024 * 1024) /* bytes queued one way before its reader pauses */
 #define CN_CHUNK 16384
 
 struct connector {
@@ -35,12 +35,12 @@ struct connector {
 	char url_host[256], url_path[512];
 	int url_port;
 	bool tls;
-	char token[512];      /* what the next connection presents */
+	char token[512];       /* what the next connection presents */
 	bool token_is_connect; /* token is the single-use connect token */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool hello;	      /* the first HELLO came */
+	bool hello; /* the first HELLO came */
 	char api_token[80];
 	bool ended;
 	char why[512];
@@ -103,7 +103,7 @@ static int cn_load_credential(struct connector *cn)
 static int cn_dial(void *ctx, const char *target)
 {
 	struct connector *cn = ctx;
-	const char *path = strcmp(target, "http") == 0  ? cn->o.http_sock
+	const char *path = strcmp(target, "http") == 0	? cn->o.http_sock
 			   : strcmp(target, "vnc") == 0 ? cn->o.vnc_sock
 							: NULL;
 	if (!path)
@@ -323,11 +323,12 @@ static int cn_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 			char msg[80];
 			snprintf(msg, sizeof msg, "%d", status);
 			cn_end(cn,
-			       was_connect ? "cubicled refused the connect token (HTTP %s): it may be "
-					     "used, expired or revoked; ask for a new one"
-					   : "cubicled refused this machine's credential (HTTP %s): "
-					     "the machine was deleted; connect it again with a new "
-					     "token",
+			       was_connect
+				   ? "cubicled refused the connect token (HTTP %s): it may be "
+				     "used, expired or revoked; ask for a new one"
+				   : "cubicled refused this machine's credential (HTTP %s): "
+				     "the machine was deleted; connect it again with a new "
+				     "token",
 			       msg);
 		}
 	}

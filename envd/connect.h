@@ -25,8 +25,8 @@ struct connect_opts {
 	const char *http_sock;	     /* envd's API: a UNIX socket path */
 	const char *vnc_sock;	     /* its RFB server, or NULL */
 	const char *hostname;
-	bool display;		     /* envd drives an X display */
-	int width, height;	     /* its screen, when display */
+	bool display;	   /* envd drives an X display */
+	int width, height; /* its screen, when display */
 };
 
 struct connector;

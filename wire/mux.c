@@ -17,7 +17,7 @@
 
 #include "clock.h"
 
-#define MUX_CHUNK 16384		/* read from a stream per turn */
+#define MUX_CHUNK      16384	  /* read from a stream per turn */
 #define MUX_CREDIT_MAX (1u << 30) /* a peer's credit past this is a violation */
 
 struct mux_buf {
@@ -29,11 +29,11 @@ struct mux_stream {
 	struct mux_stream *next;
 	uint32_t id;
 	int fd;
-	size_t credit;	  /* bytes we may still send the peer */
-	size_t recv_left; /* bytes the peer may still send us */
-	size_t grant;	  /* bytes passed on locally, not yet credited back */
+	size_t credit;	   /* bytes we may still send the peer */
+	size_t recv_left;  /* bytes the peer may still send us */
+	size_t grant;	   /* bytes passed on locally, not yet credited back */
 	struct mux_buf in; /* from the peer, for the local end */
-	bool closing;	  /* the peer closed: flush `in`, then end */
+	bool closing;	   /* the peer closed: flush `in`, then end */
 };
 
 struct mux {
@@ -242,8 +242,8 @@ static int mux_handle(struct mux *m, enum mux_type type, uint32_t id, const unsi
 		char target[16];
 		memcpy(target, p, n);
 		target[n] = 0;
-		int fd = m->nstreams < m->o.max_streams && m->o.dial ? m->o.dial(m->o.ctx, target)
-								     : -1;
+		int fd =
+		    m->nstreams < m->o.max_streams && m->o.dial ? m->o.dial(m->o.ctx, target) : -1;
 		if (fd < 0 || !mux_add(m, id, fd)) {
 			if (fd >= 0)
 				close(fd);
@@ -270,18 +270,18 @@ static int mux_handle(struct mux *m, enum mux_type type, uint32_t id, const unsi
 		if (n != 4)
 			return mux_fail(why, len, "a WINDOW frame of %zu bytes", n);
 		if (!s)
-			return mux_known(m, id) ? 0
-						: mux_fail(why, len,
-							   "WINDOW for stream %u, never opened", id);
+			return mux_known(m, id)
+				   ? 0
+				   : mux_fail(why, len, "WINDOW for stream %u, never opened", id);
 		s->credit += mux_get32(p);
 		if (s->credit > MUX_CREDIT_MAX)
 			return mux_fail(why, len, "stream %u's credit passed 1 GiB", id);
 		return 0;
 	case MUX_CLOSE:
 		if (!s)
-			return mux_known(m, id) ? 0
-						: mux_fail(why, len,
-							   "CLOSE for stream %u, never opened", id);
+			return mux_known(m, id)
+				   ? 0
+				   : mux_fail(why, len, "CLOSE for stream %u, never opened", id);
 		s->closing = true;
 		if (!s->in.len)
 			mux_end(m, s);
@@ -289,7 +289,8 @@ static int mux_handle(struct mux *m, enum mux_type type, uint32_t id, const unsi
 	case MUX_PING:
 		if (n > 8)
 			return mux_fail(why, len, "a PING of %zu bytes", n);
-		return mux_frame(m, MUX_PONG, 0, p, n) < 0 ? mux_fail(why, len, "out of memory") : 0;
+		return mux_frame(m, MUX_PONG, 0, p, n) < 0 ? mux_fail(why, len, "out of memory")
+							   : 0;
 	case MUX_PONG:
 		return n > 8 ? mux_fail(why, len, "a PONG of %zu bytes", n) : 0;
 	}
@@ -355,7 +356,8 @@ static void mux_stream_read(struct mux *m, struct mux_stream *s)
 static void mux_stream_write(struct mux *m, struct mux_stream *s)
 {
 	while (s->in.len) {
-		ssize_t w = send(s->fd, s->in.p + s->in.off, s->in.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w =
+		    send(s->fd, s->in.p + s->in.off, s->in.len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {
 			mux_buf_drop(&s->in, (size_t)w);
 			s->grant += (size_t)w;
@@ -463,9 +465,9 @@ int mux_run(struct mux *m, char *why, size_t len)
 		bool room = m->out.len < m->o.out_high;
 		size_t n = 0;
 		pf[n++] = (struct pollfd){.fd = m->wake[0], .events = POLLIN};
-		pf[n++] = (struct pollfd){.fd = m->o.link,
-					  .events = (short)((room ? POLLIN : 0) |
-							    (m->out.len ? POLLOUT : 0))};
+		pf[n++] = (struct pollfd){
+		    .fd = m->o.link,
+		    .events = (short)((room ? POLLIN : 0) | (m->out.len ? POLLOUT : 0))};
 		size_t first_l = n;
 		for (int i = 0; i < m->o.nlisteners; i++)
 			pf[n++] = (struct pollfd){
@@ -535,7 +537,8 @@ int mux_run(struct mux *m, char *why, size_t len)
 				}
 			if (!listed || !pf[i].revents)
 				continue;
-			if (pf[i].revents & POLLOUT || (s->in.len && pf[i].revents & (POLLHUP | POLLERR)))
+			if (pf[i].revents & POLLOUT ||
+			    (s->in.len && pf[i].revents & (POLLHUP | POLLERR)))
 				mux_stream_write(m, s);
 			else if (pf[i].revents & (POLLIN | POLLHUP | POLLERR))
 				mux_stream_read(m, s);

@@ -48,7 +48,7 @@ enum mux_type {
 	MUX_BYE = 8,
 };
 
-#define MUX_HEADER 9
+#define MUX_HEADER    9
 #define MUX_MAX_FRAME 65536 /* the largest payload either side sends */
 
 /* Where a host stream's bytes come from: connections accepted on fd are
@@ -59,8 +59,8 @@ struct mux_listener {
 };
 
 struct mux_opts {
-	int link;	/* the link's socket (made non-blocking) */
-	bool host;	/* cubicled's side: opens streams from `listeners` */
+	int link;  /* the link's socket (made non-blocking) */
+	bool host; /* cubicled's side: opens streams from `listeners` */
 	struct mux_listener listeners[4];
 	int nlisteners;
 	/* The machine's side: a new stream to `target` is a connected socket
@@ -69,12 +69,12 @@ struct mux_opts {
 	/* HELLO (machine) and BYE (machine): payload as received. */
 	void (*on_control)(void *ctx, enum mux_type type, const unsigned char *p, size_t n);
 	void *ctx;
-	size_t window;	   /* credit per stream each way (0 = 256 KiB) */
-	size_t max_frame;  /* largest payload accepted (0 = MUX_MAX_FRAME) */
-	int max_streams;   /* streams open at once (0 = 64); more are refused */
-	int ping_ms;	   /* a PING after this much quiet (0 = 1000) */
-	int dead_ms;	   /* the link is dead after this much silence (0 = 5000) */
-	size_t out_high;   /* output waiting for the link (0 = 1 MiB) */
+	size_t window;	  /* credit per stream each way (0 = 256 KiB) */
+	size_t max_frame; /* largest payload accepted (0 = MUX_MAX_FRAME) */
+	int max_streams;  /* streams open at once (0 = 64); more are refused */
+	int ping_ms;	  /* a PING after this much quiet (0 = 1000) */
+	int dead_ms;	  /* the link is dead after this much silence (0 = 5000) */
+	size_t out_high;  /* output waiting for the link (0 = 1 MiB) */
 };
 
 struct mux;

@@ -30,9 +30,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define BYO_PENDING 64	    /* upgrades admitted, waiting for their link thread */
+#define BYO_PENDING    64    /* upgrades admitted, waiting for their link thread */
 #define BYO_PENDING_MS 30000 /* ... for at most this long */
-#define BYO_MAX_LINKS 256   /* connected machines at once */
+#define BYO_MAX_LINKS  256   /* connected machines at once */
 
 struct byo_pending {
 	char nonce[40];
@@ -176,9 +176,9 @@ int core_connect_token(struct core *c, const char *ws, const json_t *params, con
 	return 0;
 }
 
-int core_byo_admit(struct core *c, const char *authorization, const char *hostname,
-		   bool display, int width, int height, char *path, size_t plen, char *preamble,
-		   size_t prelen, struct err *e)
+int core_byo_admit(struct core *c, const char *authorization, const char *hostname, bool display,
+		   int width, int height, char *path, size_t plen, char *preamble, size_t prelen,
+		   struct err *e)
 {
 	struct byo *b = c->byo;
 	if (!b)
@@ -197,15 +197,16 @@ int core_byo_admit(struct core *c, const char *authorization, const char *hostna
 		pthread_mutex_lock(&c->lock);
 		struct core_rt *r = core_rt_find(c, p.machine);
 		bool ok = r && r->byo && strcmp(r->state, "deleting") != 0 &&
-			  strcmp(r->state, "deleted") != 0 && CRYPTO_memcmp(r->cred, digest, 64) == 0;
+			  strcmp(r->state, "deleted") != 0 &&
+			  CRYPTO_memcmp(r->cred, digest, 64) == 0;
 		pthread_mutex_unlock(&c->lock);
 		if (!ok)
-			return err_set(e, ERR_UNAUTHORIZED,
-				       "this machine's credential is not valid (revoked: the machine "
-				       "was deleted)");
+			return err_set(
+			    e, ERR_UNAUTHORIZED,
+			    "this machine's credential is not valid (revoked: the machine "
+			    "was deleted)");
 	} else {
-		return err_set(e, ERR_UNAUTHORIZED,
-			       "not a connect token or a machine credential");
+		return err_set(e, ERR_UNAUTHORIZED, "not a connect token or a machine credential");
 	}
 	snprintf(p.hostname, sizeof p.hostname, "%s", hostname && *hostname ? hostname : "machine");
 	for (char *q = p.hostname; *q; q++)

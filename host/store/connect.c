@@ -17,8 +17,7 @@ static const char SQL_CT_GET[] =
 static const char SQL_CT_SET_COMPUTER[] = "UPDATE connect_tokens SET computer = ? WHERE id = ?";
 static const char SQL_CT_PRUNE[] = "DELETE FROM connect_tokens WHERE expires_ms < ?";
 
-int store_connect_token_insert(struct store *s, const struct store_connect_token *t,
-			       struct err *e)
+int store_connect_token_insert(struct store *s, const struct store_connect_token *t, struct err *e)
 {
 	char *meta = json_dumps(t->metadata ? t->metadata : json_object(), JSON_COMPACT);
 	if (!meta)
@@ -35,8 +34,9 @@ int store_connect_token_insert(struct store *s, const struct store_connect_token
 		sqlite3_bind_text(st, 6, t->digest, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 7, t->created_ms);
 		sqlite3_bind_int64(st, 8, t->expires_ms);
-		rc = sqlite3_step(st) == SQLITE_DONE ? 0
-						     : store_db_error(s, "recording a connect token", e);
+		rc = sqlite3_step(st) == SQLITE_DONE
+			 ? 0
+			 : store_db_error(s, "recording a connect token", e);
 	}
 	store_stmt_done(st);
 	store_unlock(s);
@@ -120,8 +120,9 @@ int store_connect_tokens_prune(struct store *s, int64_t before_ms, struct err *e
 	sqlite3_stmt *st = store_stmt(s, SQL_CT_PRUNE, e);
 	if (st) {
 		sqlite3_bind_int64(st, 1, before_ms);
-		rc = sqlite3_step(st) == SQLITE_DONE ? 0
-						     : store_db_error(s, "pruning connect tokens", e);
+		rc = sqlite3_step(st) == SQLITE_DONE
+			 ? 0
+			 : store_db_error(s, "pruning connect tokens", e);
 	}
 	store_stmt_done(st);
 	store_unlock(s);

@@ -8,6 +8,7 @@ import http.client
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,8 +31,7 @@ class VethCubicled(Cubicled):
     """cubicled listening on the veth's host address only."""
 
     def start(self, port=0):
-        self.args = [a for a in self.args if not a.startswith("--listen")]
-        self.args += ["--listen", "%s:%d" % (HOST_IP, port)]
+        self.args = ["--listen", "%s:%d" % (HOST_IP, port)]
         return super().start(port)
 
     def req(self, method, path, body=None, key=True, headers=None, timeout=180):
@@ -48,22 +48,27 @@ class Machine:
         if display:
             env["DISPLAY"] = display
         self.err = open(os.path.join(self.home, "envd.log"), "ab")
-        self.proc = subprocess.Popen(["ip", "netns", "exec", ns, "sh", "-c", command], env=env,
+        self.proc = subprocess.Popen(["nsenter", "-t", ns, "-n", "sh", "-c", command], env=env,
                                      stdout=subprocess.DEVNULL, stderr=self.err,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
 
     def log(self):
         with open(os.path.join(self.home, "envd.log"), "rb") as f:
             return f.read().decode(errors="replace")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        # The shell forks envd (the here-document): end its whole session.
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        wait_until(lambda: not subprocess.run(["pgrep", "-s", str(self.proc.pid)],
+                                              capture_output=True).stdout, 10, "envd gone")
         self.err.close()
 
 
@@ -71,16 +76,23 @@ class Machine:
 class TestByo(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.ns = "cubicle-byo-" + secrets.token_hex(4)
-        cls.veth = "cbyo" + secrets.token_hex(3)
-        sh("ip", "netns", "add", cls.ns)
-        sh("ip", "link", "add", cls.veth, "type", "veth", "peer", "name", "eth0", "netns",
+        # The namespace is held by a process of the test (not a name under
+        # /run/netns, which other tests' cleanups on this shared host may
+        # unmount): it goes when the holder does, the veth with it.
+        cls.holder = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
+        own = os.readlink("/proc/self/ns/net")
+        wait_until(lambda: os.readlink("/proc/%d/ns/net" % cls.holder.pid) != own, 5,
+                   "the namespace")
+        cls.ns = str(cls.holder.pid)
+        cls.veth = "zbyo" + secrets.token_hex(2)
+        sh("ip", "link", "add", cls.veth, "type", "veth", "peer", "name", "byo0", "netns",
            cls.ns)
         sh("ip", "addr", "add", HOST_IP + "/30", "dev", cls.veth)
         sh("ip", "link", "set", cls.veth, "up")
-        sh("ip", "-n", cls.ns, "addr", "add", MACHINE_IP + "/30", "dev", "eth0")
-        sh("ip", "-n", cls.ns, "link", "set", "eth0", "up")
-        sh("ip", "-n", cls.ns, "link", "set", "lo", "up")
+        inside = ["nsenter", "-t", cls.ns, "-n", "ip"]
+        sh(*inside, "addr", "add", MACHINE_IP + "/30", "dev", "byo0")
+        sh(*inside, "link", "set", "byo0", "up")
+        sh(*inside, "link", "set", "lo", "up")
         cls.desk = harness.Desktop(a11y=False)
         cls.desk.start()
         cls.d = VethCubicled().start()
@@ -94,7 +106,8 @@ class TestByo(unittest.TestCase):
         cls.d.stop()
         cls.desk.stop()
         sh("ip", "link", "del", cls.veth, check=False)
-        sh("ip", "netns", "del", cls.ns, check=False)
+        cls.holder.kill()
+        cls.holder.wait()
         for m in cls.machines:
             shutil.rmtree(m.home, ignore_errors=True)
 
