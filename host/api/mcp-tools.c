@@ -9,11 +9,13 @@
 #include "mcp-tools.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base64.h"
+#include "driver.h"
 #include "ident.h"
 #include "params.h"
 
@@ -24,7 +26,7 @@ enum mcp_type {
 	T_NUM,	      /* number in [lo, hi] */
 	T_STR,	      /* string */
 	T_BOOL,	      /* boolean */
-	T_ENUM,	      /* one of choices ("a|b|c") */
+	T_ENUM,	      /* one of choices ("a|b|c"; NULL: the registered isolations) */
 	T_STRS,	      /* array of lo..hi strings */
 	T_POINTS,     /* array of up to hi [x, y] integer pairs */
 	T_STRMAP,     /* object of string values */
@@ -64,6 +66,23 @@ struct mcp_tool {
 };
 
 /* ---- parameters ------------------------------------------------------------------- */
+
+static char mcp_isolations[256];
+static pthread_once_t mcp_isolations_once = PTHREAD_ONCE_INIT;
+
+static void mcp_isolations_fill(void)
+{
+	driver_names("|", mcp_isolations, sizeof mcp_isolations);
+}
+
+/* A T_ENUM's choices: its own, or the isolation drivers' names. */
+static const char *mcp_choices(const struct mcp_param *p)
+{
+	if (p->choices)
+		return p->choices;
+	pthread_once(&mcp_isolations_once, mcp_isolations_fill);
+	return mcp_isolations;
+}
 
 static const struct mcp_param mcp_computer_id = {
     "computer_id",
@@ -202,7 +221,7 @@ static const struct mcp_param p_create[] = {
      "desktop (Xfce, Firefox; the default) or sandbox (headless: bash, python, files)."},
     {"size", T_ENUM, 0, 0, "small|medium|large|xs|sm|md|lg|xl", false,
      "Desktops small (default), medium, large; sandboxes xs, sm (default), md, lg, xl."},
-    {"isolation", T_ENUM, 0, 0, "container|vm", false, "Default: what the host offers."},
+    {"isolation", T_ENUM, 0, 0, NULL, false, "Default: what the host offers."},
     {"resolution", T_RESOLUTION, 0, 0, NULL, false,
      "Desktop [width, height], 320x240 to 3840x2160 (default [1280, 800])."},
     {"idle_timeout_s", T_INT, 10, 604800, NULL, false,
@@ -495,8 +514,8 @@ static json_t *mcp_param_schema(const struct mcp_param *p)
 		break;
 	case T_ENUM: {
 		json_t *choices = json_array();
-		char buf[200];
-		snprintf(buf, sizeof buf, "%s", p->choices);
+		char buf[256];
+		snprintf(buf, sizeof buf, "%s", mcp_choices(p));
 		for (char *save = NULL, *c = strtok_r(buf, "|", &save); c;
 		     c = strtok_r(NULL, "|", &save))
 			json_array_append_new(choices, json_string(c));
@@ -609,14 +628,14 @@ static int mcp_check_value(const struct mcp_param *p, const json_t *v, struct er
 	case T_ENUM: {
 		const char *s = json_string_value(v);
 		size_t len = s ? strlen(s) : 0;
-		for (const char *c = p->choices; s && *c;) {
+		for (const char *c = mcp_choices(p); s && *c;) {
 			const char *bar = strchr(c, '|');
 			size_t cl = bar ? (size_t)(bar - c) : strlen(c);
 			if (cl == len && strncmp(c, s, len) == 0)
 				return 0;
 			c += cl + (bar ? 1 : 0);
 		}
-		return err_param(e, n, "%s: one of %s", n, p->choices);
+		return err_param(e, n, "%s: one of %s", n, mcp_choices(p));
 	}
 	case T_STRS: {
 		size_t k = json_array_size(v);

@@ -34,11 +34,6 @@ struct core_rt {
 struct core {
 	struct core_config cfg;
 	struct store *store;
-	/* Why each driver cannot run here ("" when it can), and whether a create
-	 * that names no isolation gets a microVM (only where KVM is usable). */
-	char container_why[256], vm_why[256];
-	bool default_vm;
-
 	pthread_mutex_t lock;	/* rts and the counters */
 	pthread_cond_t changed; /* broadcast on every state change */
 	struct core_rt *rts;

@@ -91,7 +91,8 @@ struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
 /* The driver of a computer, by the isolation it was created with. */
 static const struct driver_ops *core_ops(const struct store_computer *sc)
 {
-	return strcmp(sc->isolation, "vm") == 0 ? &driver_vm : &driver_container;
+	const struct driver_ops *d = driver_find(sc->isolation);
+	return d ? d : &driver_missing;
 }
 
 /* Records where envd and, for a desktop, its RFB server are (lock held). */
@@ -491,7 +492,7 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 	char why[200];
 	snprintf(why, sizeof why,
 		 "its %s ended while it was running (killed from outside or crashed)",
-		 strcmp(sc->isolation, "vm") == 0 ? "QEMU process" : "processes");
+		 ops->processes);
 	fprintf(stderr, "cubicled: %s: %s\n", sc->id, why);
 	core_set_state_billed(c, sc, "error", why, NULL, end, NULL);
 }
@@ -574,11 +575,10 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 					    "metadata",	  "external_workspace_id",
 					    "session",	  NULL};
 	static const char *const kinds[] = {"desktop", "sandbox", NULL};
-	static const char *const isolations[] = {"container", "vm", NULL};
 	if (params_check_known(params, known, e) < 0)
 		return -1;
 	struct store_computer sc = {0};
-	int kind = 0, iso = -1;
+	int kind = 0;
 	if (param_enum(params, "kind", kinds, &kind, e) < 0)
 		return -1;
 	snprintf(sc.kind, sizeof sc.kind, "%s", kinds[kind]);
@@ -589,16 +589,21 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	if (!sz)
 		return -1;
 	snprintf(sc.size, sizeof sc.size, "%s", sz->name);
-	if (param_enum(params, "isolation", isolations, &iso, e) < 0)
+	const char *isolation = NULL;
+	if (param_str(params, "isolation", &isolation, e) < 0)
 		return -1;
-	if (iso < 0)
-		iso = c->default_vm ? 1 : 0;
-	const char *why = iso == 1 ? c->vm_why : c->container_why;
-	if (why[0])
+	const struct driver_ops *ops = isolation ? driver_find(isolation) : driver_default();
+	if (!ops) {
+		char names[256];
+		driver_names(", ", names, sizeof names);
+		return err_param(e, "isolation", "isolation: '%.64s' is not one of: %s", isolation,
+				 names);
+	}
+	if (driver_why(ops)[0])
 		return err_param(e, "isolation",
-				 "isolation: '%s' is not available on this host: %s",
-				 isolations[iso], why);
-	snprintf(sc.isolation, sizeof sc.isolation, "%s", isolations[iso]);
+				 "isolation: '%s' is not available on this host: %s", ops->name,
+				 driver_why(ops));
+	snprintf(sc.isolation, sizeof sc.isolation, "%s", ops->name);
 	const char *wsp = NULL;
 	if (param_str(params, "workspace", &wsp, e) < 0)
 		return -1;
@@ -650,7 +655,7 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 		snprintf(sc.session_id, sizeof sc.session_id, "%s", session);
 	}
 	/* The pool's desktops have the default isolation. */
-	if (strcmp(sc.kind, "desktop") == 0 && (iso == 1) == c->default_vm &&
+	if (strcmp(sc.kind, "desktop") == 0 && ops == driver_default() &&
 	    !core_ws_egress(c, sc.workspace)) {
 		int claimed = pool_claim(c, sc.workspace, sc.size, params, out, e);
 		if (claimed != 0) {
@@ -1125,25 +1130,6 @@ static void core_revoked_load(void *ctx, const char *computer, int64_t revoked_m
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Which drivers run here, and the default isolation: a microVM where KVM
- * runs it at hardware speed, else a container (an explicit "vm" still works
- * there, on TCG). */
-static void core_pick_drivers(struct core *c)
-{
-	if (!driver_container.available(c->container_why, sizeof c->container_why) &&
-	    !c->container_why[0])
-		snprintf(c->container_why, sizeof c->container_why, "unknown reason");
-	if (!driver_vm.available(c->vm_why, sizeof c->vm_why) && !c->vm_why[0])
-		snprintf(c->vm_why, sizeof c->vm_why, "unknown reason");
-	if (c->container_why[0])
-		fprintf(stderr, "cubicled: the container driver is not usable here: %s\n",
-			c->container_why);
-	if (c->vm_why[0])
-		fprintf(stderr, "cubicled: the vm driver is not usable here: %s\n", c->vm_why);
-	c->default_vm = !c->vm_why[0] && (c->container_why[0] || driver_vm_kvm_usable());
-	fprintf(stderr, "cubicled: default isolation: %s\n", c->default_vm ? "vm" : "container");
-}
-
 struct core *core_open(const struct core_config *cfg, struct store *store, struct err *e)
 {
 	struct core *c = calloc(1, sizeof *c);
@@ -1174,7 +1160,7 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	mkdir(dir, 0700);
 	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
 	mkdir(dir, 0711);
-	core_pick_drivers(c);
+	drivers_probe();
 	if (core_recover(c, e) < 0 ||
 	    store_stream_revocations(store, core_now_ms(), core_revoked_load, c, e) < 0 ||
 	    pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||

@@ -51,6 +51,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "drvutil.h"
+
 /* What the launcher tells the caller, in one atomic pipe write. */
 struct boot_report {
 	int ok;
@@ -70,46 +72,6 @@ struct boot_clone_args {
 };
 
 /* ---- /proc/<pid>/stat ----------------------------------------------------- */
-
-int container_proc_stat(pid_t pid, unsigned long long *start, char *state)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* The command name may hold spaces and parentheses: fields restart
-	 * after the last ')'. Field 3 is the state, field 22 the start time. */
-	char *p = strrchr(buf, ')');
-	if (!p || p[1] != ' ')
-		return -1;
-	p += 2;
-	if (state)
-		*state = *p;
-	for (int field = 3; field < 22; field++) {
-		p = strchr(p, ' ');
-		if (!p)
-			return -1;
-		p++;
-	}
-	if (start)
-		*start = strtoull(p, NULL, 10);
-	return 0;
-}
-
-int container_proc_alive(pid_t pid, unsigned long long start)
-{
-	unsigned long long s;
-	char st;
-	if (pid <= 0 || container_proc_stat(pid, &s, &st) < 0)
-		return 0;
-	return s == start && st != 'Z' && st != 'X';
-}
 
 /* ---- small system-call helpers for the forked children ------------------- */
 
@@ -764,10 +726,10 @@ static void boot_launcher(const struct boot_plan *p, int report)
 	r.init_pid = l.init;
 	r.slirp_pid = l.slirp;
 	char st;
-	if (container_proc_stat(l.init, &r.init_start, &st) < 0 || st == 'Z')
+	if (drv_proc_stat(l.init, &r.init_start, &st) < 0 || st == 'Z')
 		boot_launch_fail(&l,
 				 "the guest's init exited right after starting; see console.log");
-	if (container_proc_stat(l.slirp, &r.slirp_start, &st) < 0 || st == 'Z')
+	if (drv_proc_stat(l.slirp, &r.slirp_start, &st) < 0 || st == 'Z')
 		boot_launch_fail(&l, "slirp4netns exited right after starting; see console.log");
 	if (write(l.report, &r, sizeof(r)) != (ssize_t)sizeof(r))
 		boot_launch_fail(&l, "report to the caller: %s", strerror(errno));

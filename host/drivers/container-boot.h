@@ -65,13 +65,4 @@ struct boot_result {
  */
 int container_boot(const struct boot_plan *p, struct boot_result *r, struct err *e);
 
-/*
- * Reads /proc/<pid>/stat: its start time and state letter ('Z' for a zombie).
- * Returns -1 when there is no such process. Safe between fork and exec.
- */
-int container_proc_stat(pid_t pid, unsigned long long *start, char *state);
-
-/* Whether pid is the process that started at `start` and has not exited. */
-int container_proc_alive(pid_t pid, unsigned long long start);
-
 #endif

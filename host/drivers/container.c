@@ -343,7 +343,7 @@ static bool ct_init_alive(const struct driver_computer *c)
 {
 	long long pid = drv_state_int(c->state, "init_pid", 0);
 	long long start = drv_state_int(c->state, "init_start", -1);
-	return pid > 0 && container_proc_alive((pid_t)pid, (unsigned long long)start);
+	return pid > 0 && drv_proc_alive((pid_t)pid, (unsigned long long)start);
 }
 
 /* Sends sig to a recorded process if it is still the same one. */
@@ -352,7 +352,7 @@ static void ct_signal(const struct driver_computer *c, const char *pid_key, cons
 {
 	long long pid = drv_state_int(c->state, pid_key, 0);
 	long long start = drv_state_int(c->state, start_key, -1);
-	if (pid > 0 && container_proc_alive((pid_t)pid, (unsigned long long)start))
+	if (pid > 0 && drv_proc_alive((pid_t)pid, (unsigned long long)start))
 		kill((pid_t)pid, sig);
 }
 
@@ -427,12 +427,12 @@ static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
 	pid_t init = (pid_t)drv_state_int(c->state, "init_pid", 0);
 	unsigned long long init_start =
 	    (unsigned long long)drv_state_int(c->state, "init_start", -1);
-	if (init > 0 && container_proc_alive(init, init_start)) {
+	if (init > 0 && drv_proc_alive(init, init_start)) {
 		if (grace_ms > 0) {
 			kill(init, SIGTERM);
 			drv_wait_gone(init, init_start, grace_ms);
 		}
-		if (container_proc_alive(init, init_start)) {
+		if (drv_proc_alive(init, init_start)) {
 			kill(init, SIGKILL);
 			if (!drv_wait_gone(init, init_start, 5000))
 				return err_set(e, ERR_INTERNAL,
@@ -789,6 +789,7 @@ static bool ct_available(char *why, size_t len)
 
 const struct driver_ops driver_container = {
     .name = "container",
+    .processes = "processes",
     .available = ct_available,
     .create = ct_create,
     .start = ct_start,

@@ -2,11 +2,13 @@
  * driver: how a computer is isolated, behind one ops table.
  *
  * One file per driver (container.c, microvm.c) fills a `struct
- * driver_ops`. The core calls the table and never asks which driver it
- * holds. A driver keeps what it must remember about a running computer
- * (pids, cgroup paths, the envd address) in `c->state`, a JSON object the
- * core writes to SQLite before and after every call, so a restarted
- * cubicled can adopt a computer that kept running, or clean it up.
+ * driver_ops`; one line in registry.c's table registers it. The core finds
+ * a computer's driver by its isolation name (driver_find) and never asks
+ * which driver it holds; the isolations a create may name, why each cannot
+ * run here and the default all come from the registry. A driver keeps what it must remember about a
+ * running computer (pids, cgroup paths, the envd address) in `c->state`, a JSON object the core
+ * writes to SQLite before and after every call, so a restarted cubicled can adopt a computer that
+ * kept running, or clean it up.
  *
  * Every call is blocking and may take seconds (the core runs it on a worker
  * thread); calls for one computer are never concurrent.
@@ -46,10 +48,20 @@ struct driver_computer {
 };
 
 struct driver_ops {
-	const char *name; /* "container" | "vm" */
+	/* The isolation's name in the API and the store ("container", "vm"):
+	 * lower-case letters, at most 15 bytes. */
+	const char *name;
+	/* What of a running computer can die under it, for the error a dead
+	 * computer gets ("its <processes> ended while it was running"). */
+	const char *processes;
 
 	/* Whether this driver can run on this host; `why` says what is missing. */
 	bool (*available)(char *why, size_t len);
+
+	/* Whether a create that names no isolation should get this driver when
+	 * it is available (a microVM on KVM); NULL = never preferred. Asked once,
+	 * after available() said yes. */
+	bool (*preferred)(void);
 
 	/* Prepares the disk (overlay upper dir, qcow2 overlay). Fast; nothing runs. */
 	int (*create)(struct driver_computer *c, struct err *e);
@@ -86,9 +98,37 @@ struct driver_ops {
 
 extern const struct driver_ops driver_container;
 extern const struct driver_ops driver_vm;
+extern const struct driver_ops driver_byo; /* machines you bring (byo.c) */
 
-/* Whether microVMs run on KVM at hardware speed here (probed once, see
- * kvmprobe.h; $CUBICLE_VM_ACCEL=kvm|tcg forces the answer). */
-bool driver_vm_kvm_usable(void);
+/* ---- the registry (registry.c) ---------------------------------------------------- */
+
+/*
+ * Asks every registered driver whether it can run here (once per process;
+ * later calls do nothing), logs why the ones that cannot, and picks the
+ * default isolation: the first available driver that is preferred, else the
+ * first available one, else the first registered (whose reason then answers
+ * every create). Call it before any other registry function.
+ */
+void drivers_probe(void);
+
+/* The driver named `name` (an isolation, in any case: "VM" is "vm"), or NULL
+ * when none is registered. */
+const struct driver_ops *driver_find(const char *name);
+
+/* Why d cannot run here, or "" when it can (after drivers_probe). */
+const char *driver_why(const struct driver_ops *d);
+
+/* What a computer whose isolation no registered driver has (a database
+ * written by a build with another driver) is driven by: every call fails
+ * (ERR_CONFLICT) and alive() is false, so no driver ever acts on another's
+ * computer. Not in the registry: driver_find never returns it. */
+extern const struct driver_ops driver_missing;
+
+/* The driver of a create that names no isolation (after drivers_probe). */
+const struct driver_ops *driver_default(void);
+
+/* The registered drivers' names joined by sep ("container|vm" for "|"), for
+ * messages and schemas; cut short when len is too small. */
+void driver_names(const char *sep, char *out, size_t len);
 
 #endif

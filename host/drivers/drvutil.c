@@ -2,7 +2,6 @@
  * drvutil: see drvutil.h.
  */
 #include "drvutil.h"
-#include "container-boot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -176,13 +175,53 @@ int drv_check_computer(const struct driver_computer *c, const char *who, struct 
 	return 0;
 }
 
+int drv_proc_stat(pid_t pid, unsigned long long *start, char *state)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* The command name may hold spaces and parentheses: fields restart
+	 * after the last ')'. Field 3 is the state, field 22 the start time. */
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return -1;
+	p += 2;
+	if (state)
+		*state = *p;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return -1;
+		p++;
+	}
+	if (start)
+		*start = strtoull(p, NULL, 10);
+	return 0;
+}
+
+bool drv_proc_alive(pid_t pid, unsigned long long start)
+{
+	unsigned long long s;
+	char st;
+	if (pid <= 0 || drv_proc_stat(pid, &s, &st) < 0)
+		return false;
+	return s == start && st != 'Z' && st != 'X';
+}
+
 bool drv_wait_gone(pid_t pid, unsigned long long start, int timeout_ms)
 {
 	long long deadline = drv_now_ms() + timeout_ms;
 	for (;;) {
 		unsigned long long s;
 		char st;
-		if (container_proc_stat(pid, &s, &st) < 0 || s != start)
+		if (drv_proc_stat(pid, &s, &st) < 0 || s != start)
 			return true;
 		if (st == 'Z' || st == 'X') {
 			/* Only this very process: the pid is ours to reap only

@@ -57,6 +57,16 @@ int drv_rm_contents(const char *dir);
  * directory, an image, a state object. `who` prefixes the message. */
 int drv_check_computer(const struct driver_computer *c, const char *who, struct err *e);
 
+/*
+ * Reads /proc/<pid>/stat: its start time and state letter ('Z' for a zombie).
+ * Returns -1 when there is no such process. Safe between fork and exec.
+ */
+int drv_proc_stat(pid_t pid, unsigned long long *start, char *state);
+
+/* Whether pid is the process that started at `start` and has not exited
+ * (pids get reused: the start time tells). */
+bool drv_proc_alive(pid_t pid, unsigned long long start);
+
 /* Waits until the process pid that started at `start` is gone; reaps it
  * when it is our child (cubicled is a subreaper, so it inherits detached
  * computers when their middle child exits). */

@@ -66,7 +66,6 @@
 #include <unistd.h>
 
 #include "cgroup.h"
-#include "container-boot.h"
 #include "drvutil.h"
 #include "guest-net.h"
 #include "kvmprobe.h"
@@ -112,7 +111,7 @@ static bool vm_qemu_alive(const struct driver_computer *c)
 {
 	long long pid = drv_state_int(c->state, "qemu_pid", 0);
 	long long start = drv_state_int(c->state, "qemu_start", -1);
-	return pid > 0 && container_proc_alive((pid_t)pid, (unsigned long long)start);
+	return pid > 0 && drv_proc_alive((pid_t)pid, (unsigned long long)start);
 }
 
 /*
@@ -153,7 +152,9 @@ static bool vm_use_kvm(void)
 	return vm_kvm_ok;
 }
 
-bool driver_vm_kvm_usable(void)
+/* A create that names no isolation gets a microVM where KVM runs it at
+ * hardware speed (an explicit "vm" still works without, on TCG). */
+static bool vm_preferred(void)
 {
 	return vm_use_kvm();
 }
@@ -313,7 +314,7 @@ static int vm_halt(struct driver_computer *c, struct err *e)
 {
 	pid_t pid = (pid_t)drv_state_int(c->state, "qemu_pid", 0);
 	unsigned long long start = (unsigned long long)drv_state_int(c->state, "qemu_start", -1);
-	if (pid > 0 && container_proc_alive(pid, start)) {
+	if (pid > 0 && drv_proc_alive(pid, start)) {
 		kill(pid, SIGKILL);
 		if (!drv_wait_gone(pid, start, 5000))
 			return err_set(e, ERR_INTERNAL, "vm: QEMU (pid %d) survived SIGKILL",
@@ -665,7 +666,7 @@ static int vm_spawn(struct driver_computer *c, const struct cgroup_set *cg, char
 			;
 	unsigned long long start;
 	char st;
-	if (q <= 0 || container_proc_stat(q, &start, &st) < 0) {
+	if (q <= 0 || drv_proc_stat(q, &start, &st) < 0) {
 		close(go[1]);
 		return err_set(e, ERR_INTERNAL, "vm: cannot start QEMU: %s",
 			       mid < 0 ? strerror(errno) : "the child died");
@@ -1104,7 +1105,9 @@ static bool vm_available(char *why, size_t len)
 
 const struct driver_ops driver_vm = {
     .name = "vm",
+    .processes = "QEMU process",
     .available = vm_available,
+    .preferred = vm_preferred,
     .create = vm_create,
     .start = vm_start,
     .stop = vm_stop,

@@ -72,6 +72,17 @@ static bool store_one_of(const char *v, const char *const *set)
 	return false;
 }
 
+/* An isolation: a driver's name (the core checks it against its registry,
+ * which the store does not know): lower-case letters, 1 to 15 of them. */
+static bool store_is_name(const char *v)
+{
+	size_t n = 0;
+	for (; v[n]; n++)
+		if (v[n] < 'a' || v[n] > 'z')
+			return false;
+	return n > 0 && n < 16;
+}
+
 static int store_state_check(const char *state, struct err *e)
 {
 	if (!state || !store_one_of(state, store_states))
@@ -87,7 +98,6 @@ static int store_state_check(const char *state, struct err *e)
 static int store_computer_check(const struct store_computer *c, struct err *e)
 {
 	static const char *const kinds[] = {"desktop", "sandbox", NULL};
-	static const char *const isolations[] = {"container", "vm", "byo", NULL};
 	static const char *const accels[] = {"", "kvm", "tcg", NULL};
 #define STORE_CHECK_TERMINATED(field)                                                              \
 	if (!store_fits(c->field, sizeof c->field))                                                \
@@ -112,8 +122,8 @@ static int store_computer_check(const struct store_computer *c, struct err *e)
 		return err_param(
 		    e, "size", "size: '%s' is not one of xs, sm, md, lg, xl, small, medium, large",
 		    c->size);
-	if (!store_one_of(c->isolation, isolations))
-		return err_param(e, "isolation", "isolation: '%s' is not container, vm or byo",
+	if (!store_is_name(c->isolation))
+		return err_param(e, "isolation", "isolation: '%s' is not a driver's name",
 				 c->isolation);
 	if (!store_one_of(c->accel, accels))
 		return err_param(e, "accel", "accel: '%s' is not empty, kvm or tcg", c->accel);
