@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check clean
+.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check clean deb
 
 all: build
 
@@ -53,6 +53,12 @@ run-envd: build
 
 bench: build
 	@bench/run
+
+# A Debian package of envd alone, for a machine you bring (docs/byo.md):
+# $(BUILD)/cubicle-envd_VERSION_ARCH.deb; install it, then run the command
+# POST /v1/connect-tokens gives.
+deb: build
+	@deb/build-deb $(BUILD) $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

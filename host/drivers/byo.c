@@ -21,8 +21,10 @@ static bool byo_available(char *why, size_t len)
 
 static int byo_refuse(struct driver_computer *c, struct err *e)
 {
-	return err_set(e, ERR_CONFLICT, "computer %s is a machine you brought: cubicle does not "
-			   "power it", c->id);
+	return err_set(e, ERR_CONFLICT,
+		       "computer %s is a machine you brought: cubicle does not "
+		       "power it",
+		       c->id);
 }
 
 static int byo_nothing(struct driver_computer *c, struct err *e)
