@@ -79,12 +79,23 @@ class TestByo(unittest.TestCase):
         # The namespace is held by a process of the test (not a name under
         # /run/netns, which other tests' cleanups on this shared host may
         # unmount): it goes when the holder does, the veth with it.
-        cls.holder = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
+        cls.holder = subprocess.Popen(["unshare", "--net", "sleep", "infinity"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cls.desk = cls.d = None
+        cls.machines = []
+        cls.veth = "zbyo" + secrets.token_hex(2)
+        try:
+            cls._set_up()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _set_up(cls):
         own = os.readlink("/proc/self/ns/net")
         wait_until(lambda: os.readlink("/proc/%d/ns/net" % cls.holder.pid) != own, 5,
                    "the namespace")
         cls.ns = str(cls.holder.pid)
-        cls.veth = "zbyo" + secrets.token_hex(2)
         sh("ip", "link", "add", cls.veth, "type", "veth", "peer", "name", "byo0", "netns",
            cls.ns)
         sh("ip", "addr", "add", HOST_IP + "/30", "dev", cls.veth)
@@ -93,18 +104,19 @@ class TestByo(unittest.TestCase):
         sh(*inside, "addr", "add", MACHINE_IP + "/30", "dev", "byo0")
         sh(*inside, "link", "set", "byo0", "up")
         sh(*inside, "link", "set", "lo", "up")
-        cls.desk = harness.Desktop(a11y=False)
+        cls.desk = harness.Desktop(wm=False, a11y=False)
         cls.desk.start()
         cls.d = VethCubicled().start()
         cls.ws, cls.key = cls.d.workspace("byo")
-        cls.machines = []
 
     @classmethod
     def tearDownClass(cls):
         for m in cls.machines:
             m.stop()
-        cls.d.stop()
-        cls.desk.stop()
+        if cls.d:
+            cls.d.stop()
+        if cls.desk:
+            cls.desk.stop()
         sh("ip", "link", "del", cls.veth, check=False)
         cls.holder.kill()
         cls.holder.wait()
