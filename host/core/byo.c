@@ -63,6 +63,7 @@ struct byo {
 	struct byo_pending pending[BYO_PENDING];
 	struct byo_link *links;
 	int nlinks;
+	int threads; /* link threads alive (they use b) */
 };
 
 static void byo_sha256_hex(const char *s, char out[65])
@@ -563,6 +564,10 @@ end:
 		mux_free(me->m);
 	free(me);
 out:
+	pthread_mutex_lock(&b->lock);
+	b->threads--;
+	pthread_cond_broadcast(&b->gone);
+	pthread_mutex_unlock(&b->lock);
 	return NULL;
 }
 
@@ -593,9 +598,15 @@ static void *byo_accept_main(void *arg)
 		} else {
 			j->b = b;
 			j->fd = fd;
+			pthread_mutex_lock(&b->lock);
+			b->threads++;
+			pthread_mutex_unlock(&b->lock);
 			if (pthread_create(&t, &attr, byo_link_main, j) != 0) {
 				close(fd);
 				free(j);
+				pthread_mutex_lock(&b->lock);
+				b->threads--;
+				pthread_mutex_unlock(&b->lock);
 			}
 		}
 		pthread_attr_destroy(&attr);
@@ -671,6 +682,30 @@ void byo_close(struct core *c)
 	pthread_join(b->acceptor, NULL);
 	close(b->lfd);
 	unlink(b->path);
-	/* Links end with the process: machines see their link close and
-	 * reconnect to the next cubicled. */
+	/* The links end (machines see them close and reconnect to the next
+	 * cubicled); b is freed once none uses it, else left (as core_close
+	 * leaves the core when operations still run). */
+	pthread_mutex_lock(&b->lock);
+	for (struct byo_link *l = b->links; l; l = l->next)
+		if (l->m)
+			mux_stop(l->m);
+	int64_t until = clock_now_ms() + 3000;
+	while (b->threads && clock_now_ms() < until) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&b->gone, &b->lock, &ts);
+	}
+	bool idle = !b->threads;
+	pthread_mutex_unlock(&b->lock);
+	c->byo = NULL;
+	if (idle) {
+		close(b->wake[0]);
+		close(b->wake[1]);
+		free(b);
+	}
 }

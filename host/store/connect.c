@@ -19,7 +19,7 @@ static const char SQL_CT_PRUNE[] = "DELETE FROM connect_tokens WHERE expires_ms 
 
 int store_connect_token_insert(struct store *s, const struct store_connect_token *t, struct err *e)
 {
-	char *meta = json_dumps(t->metadata ? t->metadata : json_object(), JSON_COMPACT);
+	char *meta = t->metadata ? json_dumps(t->metadata, JSON_COMPACT) : strdup("{}");
 	if (!meta)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	store_lock(s);
