@@ -202,7 +202,8 @@ class TestByo(unittest.TestCase):
         self.assertEqual(r.status, 409)
         self.assertIn("not connected", r.json["error"]["message"])
         sh("ip", "link", "set", self.veth, "up")
-        wait_until(lambda: self.machine_state(cid) == "running", 40, "running again")
+        wait_until(lambda: self.machine_state(cid) == "running", 60,
+                   "running again; envd: " + m.log()[-1500:])
         self.assertEqual(self.d.act(cid, "bash", {"command": "echo back"},
                                     key=self.key)["stdout"], "back\n")
         # cubicled dies and comes back: the machine reconnects by itself.
