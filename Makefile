@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check generate clean
+.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check generate clean deb
 
 all: build
 
@@ -58,6 +58,12 @@ bench: build
 # docs/openapi.json) after a change to spec/*.json; the build checks them.
 generate:
 	python3 spec/gen.py write
+
+# A Debian package of envd alone, for a machine you bring (docs/byo.md):
+# $(BUILD)/cubicle-envd_VERSION_ARCH.deb; install it, then run the command
+# POST /v1/connect-tokens gives.
+deb: build
+	@deb/build-deb $(BUILD) $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -3,6 +3,8 @@
  *
  *   envd --listen unix:PATH | tcp:HOST:PORT --token-file FILE [--user NAME]
  *        [--vnc unix:PATH | port:DEV]
+ *   envd --connect http(s)://HOST[:PORT] [--token-file FILE|-] [--credential-file FILE]
+ *        (a machine you bring: dials cubicled, see connect.h)
  *
  * Drives the X display in $DISPLAY (when there is one) and serves the HTTP
  * API of server.h. Prints "envd: listening on <address>" on stdout once it
@@ -11,8 +13,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,7 @@
 
 #include "action.h"
 #include "clipboard.h"
+#include "connect.h"
 #include "desk.h"
 #include "envd.h"
 #include "server.h"
@@ -27,6 +32,18 @@
 #include "vnc.h"
 
 static struct server *main_server;
+static struct connector *main_connector;
+static char main_end_why[512];
+
+/* --connect: the server ends when cubicled ends the machine. */
+static void *main_connect_watch(void *arg)
+{
+	(void)arg;
+	connect_wait_end(main_connector, main_end_why, sizeof main_end_why);
+	if (main_server)
+		server_stop(main_server);
+	return NULL;
+}
 
 static void main_on_signal(int sig)
 {
@@ -38,7 +55,13 @@ static void main_on_signal(int sig)
 static void main_usage(FILE *to)
 {
 	fputs("usage: envd --listen unix:PATH|tcp:HOST:PORT --token-file FILE [options]\n"
+	      "       envd --connect http(s)://HOST[:PORT] [--token-file FILE|-] [options]\n"
 	      "\n"
+	      "  --connect URL       dial cubicled at URL and serve it over one WebSocket (a\n"
+	      "                      machine you bring); the token is the connect token, '-'\n"
+	      "                      reads it from stdin; later runs use the credential\n"
+	      "  --credential-file F where --connect keeps this machine's credential (0600;\n"
+	      "                      default $HOME/.config/cubicle-envd.credential)\n"
 	      "  --listen ADDR       where to serve the HTTP API (tcp port 0 = any free port)\n"
 	      "  --token-file FILE   the bearer token clients must send (first line of FILE)\n"
 	      "  --user NAME         run client commands and file access as this user\n"
@@ -56,10 +79,10 @@ static void main_usage(FILE *to)
 	      to);
 }
 
-/* Reads the token: the first line of the file, at least 16 characters. */
+/* Reads the token: the first line of the file ("-": stdin), at least 16 characters. */
 static char *main_read_token(const char *path)
 {
-	FILE *f = fopen(path, "r");
+	FILE *f = strcmp(path, "-") == 0 ? fdopen(dup(0), "r") : fopen(path, "r");
 	if (!f) {
 		fprintf(stderr, "envd: cannot read --token-file %s: %s\n", path, strerror(errno));
 		return NULL;
@@ -122,7 +145,7 @@ static bool main_vnc_port(char *out, size_t len)
 int main(int argc, char **argv)
 {
 	const char *listen = NULL, *token_file = NULL, *user = NULL, *session_kind = "none";
-	const char *vnc_addr = NULL;
+	const char *vnc_addr = NULL, *connect_url = NULL, *cred_file = NULL;
 	int width = 1280, height = 800;
 	struct envd env = {
 	    .run_as_uid = (uid_t)-1,
@@ -139,6 +162,8 @@ int main(int argc, char **argv)
 	    {"session", required_argument, NULL, 's'},
 	    {"resolution", required_argument, NULL, 'R'},
 	    {"vnc", required_argument, NULL, 'v'},
+	    {"connect", required_argument, NULL, 'C'},
+	    {"credential-file", required_argument, NULL, 'F'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -190,6 +215,12 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'C':
+			connect_url = optarg;
+			break;
+		case 'F':
+			cred_file = optarg;
+			break;
 		case 'V':
 			printf("envd %s\n", CUBICLE_VERSION);
 			return 0;
@@ -201,13 +232,38 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!listen || !token_file || optind != argc) {
+	if (connect_url ? listen != NULL : (!listen || !token_file) || optind != argc) {
 		main_usage(stderr);
 		return 2;
 	}
-	char *token = main_read_token(token_file);
-	if (!token)
+	char *token = token_file ? main_read_token(token_file) : NULL;
+	if (token_file && !token)
 		return 2;
+	/* A machine you bring: envd's own servers on UNIX sockets in a private
+	 * directory; the connector relays cubicled's streams to them. */
+	char conn_dir[4096] = "", listen_buf[4200], vnc_buf[4200], cred_buf[4200];
+	if (connect_url) {
+		const char *rt = getenv("XDG_RUNTIME_DIR");
+		snprintf(conn_dir, sizeof conn_dir, "%s/envd-connect-XXXXXX",
+			 rt && *rt && access(rt, W_OK) == 0 ? rt : "/tmp");
+		if (!mkdtemp(conn_dir)) {
+			fprintf(stderr, "envd: cannot make %s: %s\n", conn_dir, strerror(errno));
+			return 1;
+		}
+		snprintf(listen_buf, sizeof listen_buf, "unix:%s/envd.sock", conn_dir);
+		listen = listen_buf;
+		snprintf(vnc_buf, sizeof vnc_buf, "unix:%s/vnc.sock", conn_dir);
+		if (!vnc_addr)
+			vnc_addr = vnc_buf;
+		if (!cred_file) {
+			const char *h = getenv("HOME");
+			snprintf(cred_buf, sizeof cred_buf, "%s/.config", h && *h ? h : "/root");
+			mkdir(cred_buf, 0700);
+			snprintf(cred_buf, sizeof cred_buf, "%s/.config/cubicle-envd.credential",
+				 h && *h ? h : "/root");
+			cred_file = cred_buf;
+		}
+	}
 	char *home = NULL;
 	if (user) {
 		struct passwd *pw = getpwnam(user);
@@ -264,6 +320,34 @@ int main(int argc, char **argv)
 		fprintf(stderr, "envd: --vnc %s: no RFB server: %s\n", vnc_addr, e.message);
 	}
 
+	struct connector *cn = NULL;
+	if (connect_url) {
+		char host[256] = "machine";
+		gethostname(host, sizeof host - 1);
+		int sw = 0, sh = 0;
+		if (env.desk)
+			desk_screen_size(env.desk, &sw, &sh, NULL);
+		struct connect_opts co = {
+		    .url = connect_url,
+		    .token = token,
+		    .credential_file = cred_file,
+		    .http_sock = listen + 5,
+		    .vnc_sock = env.vnc ? vnc_addr + 5 : NULL,
+		    .hostname = host,
+		    .display = env.desk != NULL,
+		    .width = sw,
+		    .height = sh,
+		};
+		cn = connect_start(&co, &e);
+		char api_token[80];
+		if (!cn || connect_hello(cn, api_token, sizeof api_token, &e) < 0) {
+			fprintf(stderr, "envd: %s\n", e.message);
+			return 3;
+		}
+		free(token);
+		token = strdup(api_token);
+		main_connector = cn;
+	}
 	struct server_opts so = {.listen = listen, .token = token};
 	main_server = server_create(&env, &so, &e);
 	if (!main_server) {
@@ -278,7 +362,24 @@ int main(int argc, char **argv)
 
 	printf("envd: listening on %s\n", server_address(main_server));
 	fflush(stdout);
+	if (main_connector) {
+		pthread_t t;
+		pthread_create(&t, NULL, main_connect_watch, NULL);
+		pthread_detach(t);
+	}
 	server_run(main_server);
+	if (main_end_why[0]) {
+		/* cubicled ended this machine: say why, and exit without waiting. */
+		fprintf(stderr, "envd: %s\n", main_end_why);
+		char p[4200];
+		snprintf(p, sizeof p, "%s/envd.sock", conn_dir);
+		unlink(p);
+		snprintf(p, sizeof p, "%s/vnc.sock", conn_dir);
+		unlink(p);
+		rmdir(conn_dir);
+		session_stop(env.session);
+		_exit(3);
+	}
 	if (server_destroy(main_server) < 0) {
 		/* Actions still run on the desk and the session: exit around them. */
 		session_stop(env.session);

@@ -150,6 +150,8 @@ void api_files(void *ctx, struct httpd_request *req,
 						/v1/sessions/{id}/files (?path=) */
 void api_usage(void *ctx, struct httpd_request *req,
 	       struct httpd_response *resp); /* GET /v1/usage */
+void api_connect_tokens(void *ctx, struct httpd_request *req,
+			struct httpd_response *resp); /* POST /v1/connect-tokens */
 void api_run_handler(void *ctx, struct httpd_request *req,
 		     struct httpd_response *resp); /* POST /v1/run */
 void api_stream(void *ctx, struct httpd_request *req,

@@ -119,12 +119,24 @@ static void api_caller_free(void *p)
 	free(c);
 }
 
-/* NULL for the admin (sees every workspace), else the caller's workspace. */
-
 /* The WebSocket upgrade of GET /v1/computers/{id}/stream?token= (loop thread). */
 static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t, struct err *e)
 {
 	struct api *a = ctx;
+	if (strcmp(req->path, "/v1/connect") == 0) {
+		/* A machine you bring dials in (docs/byo.md): its link goes to the
+		 * core's byo listener, named by the preamble. */
+		const char *d = httpd_query(req, "display"), *w = httpd_query(req, "width"),
+			   *h = httpd_query(req, "height");
+		if (core_byo_admit(a->core, req->authorization, httpd_query(req, "hostname"),
+				   d && strcmp(d, "1") == 0, w ? atoi(w) : 0, h ? atoi(h) : 0,
+				   t->unix_path, sizeof t->unix_path, t->preamble,
+				   sizeof t->preamble, e) < 0)
+			return -1;
+		snprintf(t->tag, sizeof t->tag, "byo-link");
+		t->answer_seconds = 10;
+		return 0;
+	}
 	return streams_tunnel(a->streams, req, t, e);
 }
 
@@ -234,6 +246,12 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		return err_set(e, ERR_BAD_REQUEST,
 			       "this is a WebSocket endpoint: connect with Upgrade: websocket");
 	}
+	/* A plain GET of the machines' WebSocket (docs/byo.md). */
+	if (req->method == HTTPD_GET && strcmp(req->path, "/v1/connect") == 0)
+		return err_set(
+		    e, ERR_BAD_REQUEST,
+		    "this is a WebSocket endpoint: envd --connect dials it with Upgrade: "
+		    "websocket");
 	/* The embed page carries its token in its URL: no API key. */
 	if (strncmp(req->path, "/embed/", 7) == 0 && req->method == HTTPD_GET) {
 		route->handler = api_embed;
@@ -297,6 +315,12 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 			return err_set(e, ERR_BAD_REQUEST, "run is called with POST");
 		route->max_body = 8u << 20; /* the runner answers 413 past its own limits */
 		route->handler = api_run_handler;
+		return 0;
+	}
+	if (strcmp(s[1], "connect-tokens") == 0 && n == 2) {
+		if (m != HTTPD_POST)
+			return err_set(e, ERR_BAD_REQUEST, "connect-tokens are made with POST");
+		route->handler = api_connect_tokens;
 		return 0;
 	}
 	if (strcmp(s[1], "usage") == 0 && n == 2 && m == HTTPD_GET) {

@@ -569,6 +569,26 @@ void api_usage(void *ctx, struct httpd_request *req, struct httpd_response *resp
 	api_answer(resp, rc, 200, out, &e);
 }
 
+/* POST /v1/connect-tokens: a machine you bring (docs/byo.md). The command
+ * dials the address this request came to (its Host header). */
+void api_connect_tokens(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *out = NULL, *body = api_body_json(req, &e);
+	char base[300];
+	snprintf(base, sizeof base, "http://%s", req->host[0] ? req->host : "127.0.0.1");
+	for (char *p = base + 7; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == ':' || *p == '-' ||
+		      *p == '[' || *p == ']'))
+			*p = '_';
+	int rc = body ? core_connect_token(a->core, api_ws(c), body, base, &out, &e) : -1;
+	json_decref(body);
+	api_answer(resp, rc, 201, out, &e);
+}
+
 /* POST /v1/run: docs/code-runner.md. */
 void api_run_handler(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 {

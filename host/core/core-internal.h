@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core.h"
 #include "driver.h"
@@ -23,6 +24,8 @@ struct core_rt {
 	int idle_s;
 	int viewers;	    /* open live streams: they count as activity */
 	int64_t revoked_ms; /* stream tokens issued before this are refused */
+	bool byo;	    /* a machine you bring (byo.c) */
+	char cred[65];	    /* ... its credential's SHA-256, hex */
 	int64_t last_activity_ms;
 	bool activity_dirty;
 	pthread_mutex_t op; /* one lifecycle operation at a time */
@@ -52,6 +55,8 @@ struct core {
 	} * spools;
 	uint64_t spool_used;
 
+	struct byo *byo; /* connected machines (byo.c), NULL when off */
+
 	/* Closes a computer's live streams when it stops or goes away (api). */
 	void (*close_streams)(void *ctx, const char *id);
 	void *close_streams_ctx;
@@ -79,6 +84,24 @@ int core_lock_computer(struct core *c, const char *id, const char *ws, struct st
 		       struct core_rt **rt, struct err *e);
 
 int64_t core_now_ms(void);
+
+/* core.c, for byo.c: the runtime record of sc (added or refreshed), and a
+ * state change with its usage switch (rate_state NULL: billing ends). */
+struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc);
+int core_set_state_billed(struct core *c, struct store_computer *sc, const char *state,
+			  const char *error, const char *rate_state, int64_t at_ms, struct err *e);
+
+/* byo.c: machines you bring. byo_open listens on <state>/byo.sock for the
+ * links httpd's tunnel hands over; byo_disconnect sends machine id's link a
+ * BYE with reason and waits (≤ 3 s) for it to end; byo_close stops
+ * accepting. */
+int byo_open(struct core *c, struct err *e);
+void byo_disconnect(struct core *c, const char *id, const char *reason);
+void byo_close(struct core *c);
+static inline bool core_is_byo(const struct store_computer *sc)
+{
+	return strcmp(sc->isolation, "byo") == 0;
+}
 
 /* The runtime record of id (lock held by the caller), or NULL. */
 struct core_rt *core_rt_find(struct core *c, const char *id);

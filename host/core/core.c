@@ -57,7 +57,7 @@ struct core_rt *core_rt_find(struct core *c, const char *id)
 	return NULL;
 }
 
-static struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
+struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
 {
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
@@ -78,6 +78,11 @@ static struct core_rt *core_rt_add(struct core *c, const struct store_computer *
 	snprintf(r->state, sizeof r->state, "%s", sc->state);
 	snprintf(r->token, sizeof r->token, "%s", sc->envd_token);
 	r->idle_s = sc->idle_timeout_s;
+	r->byo = core_is_byo(sc);
+	snprintf(r->cred, sizeof r->cred, "%s",
+		 r->byo ? json_string_value(json_object_get(sc->driver_state, "credential_sha256"))
+			      ?: ""
+			: "");
 	r->last_activity_ms = sc->last_activity_ms ? sc->last_activity_ms : core_now_ms();
 	pthread_mutex_unlock(&c->lock);
 	return r;
@@ -123,6 +128,12 @@ json_t *core_json_public(const struct store_computer *sc)
 		json_object_set_new(j, "error", json_string(sc->error));
 	if (sc->accel[0])
 		json_object_set_new(j, "accel", json_string(sc->accel));
+	if (strcmp(sc->isolation, "byo") == 0) {
+		const char *hn = json_string_value(json_object_get(sc->driver_state, "hostname"));
+		const char *nm = json_string_value(json_object_get(sc->driver_state, "name"));
+		json_object_set_new(j, "hostname", json_string(hn ? hn : ""));
+		json_object_set_new(j, "name", json_string(nm ? nm : ""));
+	}
 	if (sz)
 		json_object_set_new(j, "limits",
 				    json_pack("{s:f, s:I, s:i}", "vcpus", sz->millicpus / 1000.0,
@@ -233,9 +244,8 @@ static int core_set_state(struct core *c, struct store_computer *sc, const char 
 }
 
 /* A new state and the usage switch to rate_state (NULL: billing ends) at at_ms, together. */
-static int core_set_state_billed(struct core *c, struct store_computer *sc, const char *state,
-				 const char *error, const char *rate_state, int64_t at_ms,
-				 struct err *e)
+int core_set_state_billed(struct core *c, struct store_computer *sc, const char *state,
+			  const char *error, const char *rate_state, int64_t at_ms, struct err *e)
 {
 	struct store_commit how = {.bill = true, .rate_state = rate_state, .at_ms = at_ms};
 	return core_commit(c, sc, state, error, &how, e);
@@ -437,7 +447,14 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	if (core_set_state_billed(c, sc, "deleting", NULL, NULL, core_now_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
-	if (core_ops(sc)->destroy(&dc, &de) < 0) {
+	if (core_is_byo(sc)) {
+		/* A machine you bring: its link is told why and ends; the
+		 * credential dies with the computer (core_byo_admit). */
+		byo_disconnect(c, sc->id, "the machine was deleted through the API");
+		char io[600];
+		snprintf(io, sizeof io, "%s/io", p.dir);
+		rmdir(io);
+	} else if (core_ops(sc)->destroy(&dc, &de) < 0) {
 		core_set_state(c, sc, "error", de.message, NULL);
 		if (e)
 			*e = de;
@@ -488,7 +505,7 @@ static void core_check_alive(struct core *c)
 	int n = 0;
 	pthread_mutex_lock(&c->lock);
 	for (struct core_rt *r = c->rts; r && n < 64; r = r->next)
-		if (strcmp(r->state, "running") == 0)
+		if (strcmp(r->state, "running") == 0 && !r->byo)
 			running[n++] = r; /* records live until core_close */
 	pthread_mutex_unlock(&c->lock);
 	for (int i = 0; i < n; i++) {
@@ -704,7 +721,12 @@ int core_stop(struct core *c, const char *id, const char *ws, json_t **out, stru
 	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
 		return -1;
 	int rc = 0;
-	if (strcmp(sc.state, "running") == 0)
+	if (core_is_byo(&sc))
+		rc = err_set(e, ERR_CONFLICT,
+			     "computer %s is a machine you brought: it is yours to power (DELETE "
+			     "disconnects it)",
+			     id);
+	else if (strcmp(sc.state, "running") == 0)
 		rc = core_do_stop(c, &sc, e);
 	else if (strcmp(sc.state, "stopped") != 0)
 		rc = err_set(e, ERR_CONFLICT, "computer %s is %s; only a running computer stops",
@@ -723,7 +745,12 @@ int core_start(struct core *c, const char *id, const char *ws, json_t **out, str
 	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
 		return -1;
 	int rc = 0;
-	if (strcmp(sc.state, "stopped") == 0) {
+	if (core_is_byo(&sc)) {
+		rc = err_set(e, ERR_CONFLICT,
+			     "computer %s is a machine you brought: it is yours to power; it is "
+			     "running whenever its envd is connected",
+			     id);
+	} else if (strcmp(sc.state, "stopped") == 0) {
 		struct store_commit how = {.limit = core_limit(c, sc.workspace)};
 		rc = core_commit(c, &sc, "starting", NULL, &how, e);
 		if (rc == 0)
@@ -884,11 +911,11 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 char *core_metrics(struct core *c)
 {
 	static const char *const states[] = {"provisioning", "starting", "running", "stopping",
-					     "stopped",	     "deleting", "error"};
-	int counts[7] = {0};
+					     "stopped",	     "deleting", "error",   "offline"};
+	int counts[8] = {0};
 	pthread_mutex_lock(&c->lock);
 	for (struct core_rt *r = c->rts; r; r = r->next)
-		for (int i = 0; i < 7; i++)
+		for (int i = 0; i < 8; i++)
 			if (strcmp(r->state, states[i]) == 0)
 				counts[i]++;
 	uint64_t actions = c->actions_total, errors = c->action_errors_total;
@@ -985,6 +1012,14 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 	const struct driver_ops *ops = core_ops(sc);
 	struct core_rt *r = core_rt_add(c, sc);
 	const char *s = sc->state;
+	if (core_is_byo(sc)) {
+		/* A machine you bring is offline until its envd reconnects. */
+		if (strcmp(s, "deleting") == 0)
+			core_set_state(c, sc, "deleted", NULL, NULL);
+		else if (strcmp(s, "running") == 0)
+			core_set_state_billed(c, sc, "offline", NULL, NULL, core_now_ms(), NULL);
+		return;
+	}
 	if (strcmp(s, "deleting") == 0) {
 		core_do_delete(c, sc, NULL);
 		return;
@@ -1135,6 +1170,9 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 		free(c);
 		return NULL;
 	}
+	struct err be = {0};
+	if (byo_open(c, &be) < 0)
+		fprintf(stderr, "cubicled: machines cannot connect: %s\n", be.message);
 	return c;
 }
 
@@ -1142,6 +1180,7 @@ int core_quiesce(struct core *c)
 {
 	if (c->quiesced)
 		return c->quiesced > 0 ? 0 : -1;
+	byo_close(c);
 	if (write(c->wake[1], "x", 1) < 0) {
 		/* the ticker also ends when the pipe closes */
 	}

@@ -173,6 +173,28 @@ void core_stream_revoke(struct core *c, const char *id);
 /* A viewer opened (+1) or closed (-1) a stream: viewers keep it from idling. */
 void core_viewer(struct core *c, const char *id, int delta);
 
+/* ---- machines you bring (docs/byo.md) -------------------------------------------- */
+
+/*
+ * POST /v1/connect-tokens: {"kind","name"?,"ttl_s"?,"metadata"?,"workspace"?}
+ * → {"id","token","expires_at","kind","command"}; command dials base_url
+ * ("http://HOST:PORT") with the token on envd's stdin.
+ */
+int core_connect_token(struct core *c, const char *ws, const json_t *params, const char *base_url,
+		       json_t **out, struct err *e);
+
+/*
+ * The WebSocket upgrade of /v1/connect (the API's loop: memory only, never
+ * SQLite). authorization is "Bearer <connect token | machine credential>":
+ * a credential is checked here (ERR_UNAUTHORIZED when revoked), a connect
+ * token's form only (it is redeemed on the link's thread, which refuses it
+ * with a BYE). Fills the UNIX socket the tunnel goes to and the preamble
+ * that names this upgrade. ERR_UNAVAILABLE when too many connect at once.
+ */
+int core_byo_admit(struct core *c, const char *authorization, const char *hostname, bool display,
+		   int width, int height, char *path, size_t plen, char *preamble, size_t prelen,
+		   struct err *e);
+
 /* Prometheus text (malloc'd). */
 char *core_metrics(struct core *c);
 

@@ -30,7 +30,11 @@ int core_rt_running(struct core *c, const char *id, const char *ws, char *addres
 	}
 	if (strcmp(r->state, "running") != 0 || !r->address[0]) {
 		err_set(e, ERR_CONFLICT, "computer %s is %s, not running%s", id, r->state,
-			strcmp(r->state, "stopped") == 0 ? "; POST .../start first" : "");
+			strcmp(r->state, "stopped") == 0 ? "; POST .../start first"
+			: strcmp(r->state, "offline") == 0
+			    ? ": the machine's envd is not connected "
+			      "(it reconnects by itself)"
+			    : "");
 		pthread_mutex_unlock(&c->lock);
 		return -1;
 	}

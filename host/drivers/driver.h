@@ -98,6 +98,7 @@ struct driver_ops {
 
 extern const struct driver_ops driver_container;
 extern const struct driver_ops driver_vm;
+extern const struct driver_ops driver_byo; /* machines you bring (byo.c) */
 
 /* ---- the registry (registry.c) ---------------------------------------------------- */
 

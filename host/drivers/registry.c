@@ -17,6 +17,7 @@ static struct driver_slot {
 } registry[] = {
     {&driver_container, ""},
     {&driver_vm, ""},
+    {&driver_byo, ""},
 };
 
 #define N_DRIVERS (sizeof registry / sizeof registry[0])

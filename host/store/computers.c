@@ -60,9 +60,9 @@ static const char SQL_COUNT_STOPPED_OTHERS[] = "SELECT COUNT(*) FROM computers"
 					       " AND state IN ('stopping', 'stopped')";
 static const char SQL_WORKSPACE_EXISTS[] = "SELECT 1 FROM workspaces WHERE id = ?1";
 
-static const char *const store_states[] = {"provisioning", "running",  "stopping",
-					   "stopped",	   "starting", "deleting",
-					   "deleted",	   "error",    NULL};
+static const char *const store_states[] = {"provisioning", "running",  "stopping", "stopped",
+					   "starting",	   "deleting", "deleted",  "error",
+					   "offline",	   NULL};
 
 static bool store_one_of(const char *v, const char *const *set)
 {
@@ -88,7 +88,7 @@ static int store_state_check(const char *state, struct err *e)
 	if (!state || !store_one_of(state, store_states))
 		return err_param(e, "state",
 				 "state: '%.32s' is not one of provisioning, running, stopping, "
-				 "stopped, starting, deleting, deleted, error",
+				 "stopped, starting, deleting, deleted, error, offline",
 				 state ? state : "(null)");
 	return 0;
 }
@@ -118,7 +118,7 @@ static int store_computer_check(const struct store_computer *c, struct err *e)
 		return err_param(e, "workspace", "workspace: every computer needs a workspace");
 	if (!store_one_of(c->kind, kinds))
 		return err_param(e, "kind", "kind: '%s' is not desktop or sandbox", c->kind);
-	if (store_size_multiplier(c->size) == 0)
+	if (store_size_multiplier(c->size) == 0 && strcmp(c->size, "byo") != 0)
 		return err_param(
 		    e, "size", "size: '%s' is not one of xs, sm, md, lg, xl, small, medium, large",
 		    c->size);

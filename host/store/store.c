@@ -122,6 +122,20 @@ static const char *const store_migrations[] = {
      * prefixes "a.b.c.d/len,..." ('' = none), checked by the API. */
     "ALTER TABLE workspaces ADD COLUMN egress_allow TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE workspaces ADD COLUMN egress_deny TEXT NOT NULL DEFAULT '';",
+    /* 6: connect tokens (machines you bring, docs/byo.md): single-use,
+     * short-lived; only the SHA-256 of the token is kept. used_ms 0 =
+     * unused; computer = the machine it made. */
+    "CREATE TABLE connect_tokens ("
+    " id TEXT PRIMARY KEY,"
+    " workspace TEXT NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " name TEXT NOT NULL DEFAULT '',"
+    " metadata TEXT NOT NULL DEFAULT '{}',"
+    " digest TEXT NOT NULL,"
+    " created_ms INTEGER NOT NULL,"
+    " expires_ms INTEGER NOT NULL,"
+    " used_ms INTEGER NOT NULL DEFAULT 0,"
+    " computer TEXT NOT NULL DEFAULT '');",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))

@@ -277,7 +277,8 @@ struct store_rates {
 	int64_t stopped_nanodollars_per_s; /* per second while stopped, any size: default 0 */
 };
 
-/* Size multiplier: xs 1, sm 2, md 4, lg 8, xl 16, small 4, medium 8, large 16; 0 if unknown. */
+/* Size multiplier: xs 1, sm 2, md 4, lg 8, xl 16, small 4, medium 8, large 16; 0 if unknown
+ * and for "byo" (a machine you bring: its connected seconds are counted, not charged). */
 int store_size_multiplier(const char *size);
 
 /*
@@ -295,5 +296,31 @@ int store_size_multiplier(const char *size);
  */
 int store_usage_query(struct store *s, const char *workspace, int64_t from_ms, int64_t to_ms,
 		      const struct store_rates *rates, json_t **out, struct err *e);
+
+/* ---- connect tokens (machines you bring, docs/byo.md) ---------------------------- */
+
+struct store_connect_token {
+	char id[40]; /* "t-" + 16 hex */
+	char workspace[40];
+	char kind[16]; /* desktop | sandbox */
+	char name[64];
+	json_t *metadata; /* object, owned */
+	char digest[65];  /* SHA-256 of the whole token, hex */
+	int64_t created_ms, expires_ms, used_ms;
+	char computer[40];
+};
+
+/* Inserts t (id and digest filled by the caller). */
+int store_connect_token_insert(struct store *s, const struct store_connect_token *t, struct err *e);
+/* Marks token id used at now_ms if its digest matches, it is unused and not
+ * expired, all in one statement (two redemptions cannot both win); fills
+ * *t. ERR_UNAUTHORIZED otherwise (one message for every case). */
+int store_connect_token_redeem(struct store *s, const char *id, const char *digest, int64_t now_ms,
+			       struct store_connect_token *t, struct err *e);
+/* Records the machine token id made. */
+int store_connect_token_set_computer(struct store *s, const char *id, const char *computer,
+				     struct err *e);
+/* Deletes tokens expired before now_ms - keep_ms. */
+int store_connect_tokens_prune(struct store *s, int64_t before_ms, struct err *e);
 
 #endif

@@ -77,7 +77,8 @@ int store_usage_check(const char *computer, const char *workspace, const char *s
 		if (!workspace || !*workspace)
 			return err_param(e, "workspace", "workspace: empty for computer %.64s",
 					 computer);
-		if (store_size_multiplier(size) == 0)
+		/* "byo": a machine you bring, its connected seconds at no cost. */
+		if (store_size_multiplier(size) == 0 && !(size && strcmp(size, "byo") == 0))
 			return err_param(e, "size",
 					 "size: '%.32s' is not one of xs, sm, md, lg, xl, small, "
 					 "medium, large",

@@ -16,14 +16,14 @@ class Refused(Exception):
 
 
 class WebSocket:
-    def __init__(self, host, port, path, timeout=10):
+    def __init__(self, host, port, path, timeout=10, headers=""):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall(("GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\n"
                            "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
                            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: binary\r\n"
-                           "Origin: http://%s:%d\r\n\r\n"
-                           % (path, host, port, key, host, port)).encode())
+                           "Origin: http://%s:%d\r\n%s\r\n"
+                           % (path, host, port, key, host, port, headers)).encode())
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = self.sock.recv(4096)
