@@ -18,11 +18,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ipc.h>
-#include <sys/shm.h>
 
 #include "desk-internal.h"
 #include "image.h"
+#include "xshm.h"
 #include <X11/Xutil.h>
 
 /* How the pixels of an XImage are laid out, decoded once per capture. */
@@ -41,102 +40,49 @@ struct screen_layout {
  * The desk's shm fields have four states: shm_image set (live); shm_image
  * NULL but shm.shmaddr set (a mapping left by a connection that died, to be
  * unmapped); shm.shmid == -1 (MIT-SHM does not work with this server); or
- * all clear (not tried yet).
+ * all clear (not tried yet). The segment itself is xshm.c's.
  */
-static void screen_shm_forget(struct desk *d)
-{
-	if (d->shm.shmaddr && d->shm.shmaddr != (char *)-1)
-		shmdt(d->shm.shmaddr);
-	d->shm.shmaddr = NULL;
-	d->shm.shmid = 0;
-	d->shm.shmseg = 0;
-}
-
 void desk_screen_release(struct desk *d)
 {
 	if (d->shm_image) {
-		if (!d->dead && d->dpy)
-			XShmDetach(d->dpy, &d->shm);
 		XDestroyImage(d->shm_image); /* frees the header only, not the segment */
 		d->shm_image = NULL;
+		xshm_detach(d->dpy, &d->shm, !d->dead && d->dpy);
 	}
 	d->shm_ok = false;
-	screen_shm_forget(d);
-}
-
-/* Marks MIT-SHM unusable with this server so later captures go straight to
- * XGetImage. */
-static void screen_shm_give_up(struct desk *d, XImage *img)
-{
-	if (img)
-		XDestroyImage(img);
-	screen_shm_forget(d);
-	d->shm.shmid = -1;
-	d->shm_ok = false;
-}
-
-/*
- * Creates a segment of `size` bytes with permissions `mode` and has the X
- * server attach it. Lock held. On failure everything is undone.
- */
-static bool screen_shm_attach(struct desk *d, size_t size, int mode)
-{
-	d->shm.shmid = shmget(IPC_PRIVATE, size, IPC_CREAT | mode);
-	if (d->shm.shmid < 0)
-		return false;
-	d->shm.shmaddr = shmat(d->shm.shmid, NULL, 0);
-	if (d->shm.shmaddr == (char *)-1) {
-		d->shm.shmaddr = NULL;
-		shmctl(d->shm.shmid, IPC_RMID, NULL);
-		return false;
-	}
-	d->shm.readOnly = False;
-	desk_trap_begin();
-	Status ok = XShmAttach(d->dpy, &d->shm);
-	int xerr = desk_trap_end(d);
-	/* Removed now, the segment lives until both sides detach: nothing leaks
-	 * if envd or the server dies. */
-	shmctl(d->shm.shmid, IPC_RMID, NULL);
-	if (!ok || xerr) {
-		screen_shm_forget(d);
-		return false;
-	}
-	return true;
+	xshm_detach(NULL, &d->shm, false); /* a dead connection's, if any */
 }
 
 /*
  * Makes d->shm_image a shared image of exactly w x h for the root's visual,
  * creating or recreating it as needed. Lock held. Returns false when MIT-SHM
- * cannot be used (the caller falls back to XGetImage).
+ * cannot be used (the caller falls back to XGetImage), and stays so for this
+ * server.
  */
 static bool screen_shm_ensure(struct desk *d, Visual *vis, int depth, int w, int h)
 {
 	XImage *cur = d->shm_image;
 	if (cur && cur->width == w && cur->height == h && cur->depth == depth)
 		return true;
-	if (cur)
-		desk_screen_release(d);
-	else if (d->shm.shmaddr)
-		screen_shm_forget(d); /* left over from a dead connection */
+	if (cur || d->shm.shmaddr)
+		desk_screen_release(d); /* another size, or left by a dead connection */
 	else if (d->shm.shmid == -1)
 		return false;
 
-	if (!XShmQueryExtension(d->dpy)) {
-		screen_shm_give_up(d, NULL);
-		return false;
-	}
 	XImage *img = XShmCreateImage(d->dpy, vis, (unsigned)depth, ZPixmap, NULL, &d->shm,
 				      (unsigned)w, (unsigned)h);
-	if (!img) {
-		screen_shm_give_up(d, NULL);
-		return false;
+	bool ok = img != NULL;
+	if (ok) {
+		size_t size = (size_t)img->bytes_per_line * (size_t)img->height;
+		desk_trap_begin(); /* a refused attach's errors end here */
+		ok = xshm_attach(d->dpy, d->root, vis, depth, size, &d->shm);
+		desk_trap_end(d);
 	}
-	size_t size = (size_t)img->bytes_per_line * (size_t)img->height;
-	/* Private to envd's user first; an X server running as another user
-	 * (envd as root, Xvfb as the desktop's user) needs the segment open to
-	 * it, and can read the screen anyway. */
-	if (!screen_shm_attach(d, size, 0600) && !screen_shm_attach(d, size, 0666)) {
-		screen_shm_give_up(d, img);
+	if (!ok) {
+		if (img)
+			XDestroyImage(img);
+		d->shm.shmid = -1; /* do not try again with this server */
+		d->shm_ok = false;
 		return false;
 	}
 	img->data = d->shm.shmaddr;
