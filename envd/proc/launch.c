@@ -17,6 +17,7 @@
  * exec succeeded.
  */
 #include "launch.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -549,12 +550,10 @@ static void launch_child(int fd, const char *exe, char **argv, char **envp,
 }
 
 /* Reads one message, waiting until the deadline; 0 on end of file. */
-static ssize_t launch_read_msg(int fd, struct launch_msg *m, long deadline_ms)
+static ssize_t launch_read_msg(int fd, struct launch_msg *m, int64_t deadline_ms)
 {
 	for (;;) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		long left = deadline_ms - (ts.tv_sec * 1000L + ts.tv_nsec / 1000000L);
+		int64_t left = deadline_ms - clock_now_ms();
 		if (left <= 0)
 			return -1;
 		struct pollfd pfd = {fd, POLLIN, 0};
@@ -625,9 +624,7 @@ int launch_app(const struct launch_opts *o, pid_t *pid, struct err *e)
 	while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
 		;
 
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	long deadline = ts.tv_sec * 1000L + ts.tv_nsec / 1000000L + LAUNCH_EXEC_TIMEOUT_MS;
+	int64_t deadline = clock_now_ms() + LAUNCH_EXEC_TIMEOUT_MS;
 	/* Two writers share the pipe: the intermediate (the pid) and the app
 	 * (only if it fails before exec). Their messages arrive in either
 	 * order; end of file means both are done, and the app has exec'd. */

@@ -43,6 +43,7 @@
 #include <X11/extensions/Xdamage.h>
 #include <X11/extensions/Xfixes.h>
 
+#include "clock.h"
 #include "envd.h"
 #include "randr.h"
 #include "vnc-internal.h"
@@ -59,13 +60,6 @@
 #define VNC_CURSOR_MAX 64
 /* How long a new viewer waits for the full read before its first frame. */
 #define VNC_REFRESH_WAIT_MS 2000
-
-static int64_t vnc_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Xlib calls this when the connection breaks; returning (instead of the
  * default exit) leaves the Display inert and the thread ends. */
@@ -361,7 +355,7 @@ static void *vnc_capture_main(void *arg)
 			vnc_capture_full(v);
 			XSync(v->dpy, False);
 			damaged = false;
-			last_read = vnc_now_ms();
+			last_read = clock_now_ms();
 			pthread_mutex_lock(&v->lock);
 			v->fb_stale = false;
 			v->refresh_done = asked;
@@ -374,7 +368,7 @@ static void *vnc_capture_main(void *arg)
 			XDamageSubtract(v->dpy, v->damage, None, None); /* nobody to show it */
 			damaged = false;
 		} else if (damaged) {
-			int64_t now = vnc_now_ms(), due = last_read + 1000 / VNC_CAPTURE_HZ;
+			int64_t now = clock_now_ms(), due = last_read + 1000 / VNC_CAPTURE_HZ;
 			if (now >= due) {
 				vnc_capture_damage(v);
 				damaged = false;
