@@ -278,17 +278,15 @@ int files_read(const struct run_as *as, const char *path, size_t max_len, char *
 	goto out;
 too_large:
 	if ((size_t)st.st_size > max_len)
-		err_set(e, ERR_TOO_LARGE,
-			"'%.300s' is %lld bytes, over read_file's limit of %zu bytes; download it "
-			"with GET /v1/files?path=%.300s",
-			abs, (long long)st.st_size, max_len, abs);
+		err_set_param(e, ERR_TOO_LARGE, "path",
+			      "'%.300s' is %lld bytes, over read_file's limit of %zu bytes; "
+			      "download it with GET /v1/files?path=%.300s",
+			      abs, (long long)st.st_size, max_len, abs);
 	else
-		err_set(e, ERR_TOO_LARGE,
-			"'%.300s' is over read_file's limit of %zu bytes; download it with "
-			"GET /v1/files?path=%.300s",
-			abs, max_len, abs);
-	if (e)
-		snprintf(e->param, sizeof e->param, "path");
+		err_set_param(e, ERR_TOO_LARGE, "path",
+			      "'%.300s' is over read_file's limit of %zu bytes; download it with "
+			      "GET /v1/files?path=%.300s",
+			      abs, max_len, abs);
 out:
 	free(buf);
 	close(fd);

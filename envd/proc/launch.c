@@ -359,14 +359,11 @@ static int launch_resolve(const struct launch_opts *o, char ***argv_out, char *e
 			return -1;
 		if (en.hidden || !en.is_app || !en.exec) {
 			launch_entry_free(&en);
-			err_set(e, ERR_NOT_FOUND, "app: %s is not a launchable application (%s)",
-				file,
-				en.hidden    ? "Hidden=true"
-				: !en.is_app ? "its Type is not Application"
-					     : "it has no Exec line");
-			if (e)
-				snprintf(e->param, sizeof e->param, "app");
-			return -1;
+			return err_set_param(e, ERR_NOT_FOUND, "app",
+					     "app: %s is not a launchable application (%s)", file,
+					     en.hidden	  ? "Hidden=true"
+					     : !en.is_app ? "its Type is not Application"
+							  : "it has no Exec line");
 		}
 		struct err pe = {0};
 		base = launch_exec_argv(en.exec, &pe);
@@ -407,13 +404,11 @@ static int launch_resolve(const struct launch_opts *o, char ***argv_out, char *e
 			return err_param(e, "app", "app: %s", pe.message);
 	}
 	if (!base) {
-		err_set(e, ERR_NOT_FOUND,
-			"app: no application '%.200s': it is neither a .desktop id in "
-			"$XDG_DATA_HOME or $XDG_DATA_DIRS/applications nor a program in $PATH",
-			app);
-		if (e)
-			snprintf(e->param, sizeof e->param, "app");
-		return -1;
+		return err_set_param(
+		    e, ERR_NOT_FOUND, "app",
+		    "app: no application '%.200s': it is neither a .desktop id in "
+		    "$XDG_DATA_HOME or $XDG_DATA_DIRS/applications nor a program in $PATH",
+		    app);
 	}
 	for (char **p = base; *p; p++) {
 		if (launch_argv_push(&a, *p) < 0)
@@ -430,10 +425,8 @@ static int launch_resolve(const struct launch_opts *o, char ***argv_out, char *e
 		}
 	}
 	if (!launch_find_program(a.v[0], exe, size)) {
-		err_set(e, ERR_NOT_FOUND, "app: '%.200s' runs '%.200s', which is not installed",
-			app, a.v[0]);
-		if (e)
-			snprintf(e->param, sizeof e->param, "app");
+		err_set_param(e, ERR_NOT_FOUND, "app",
+			      "app: '%.200s' runs '%.200s', which is not installed", app, a.v[0]);
 		launch_argv_free(a.v);
 		free(*cwd);
 		*cwd = NULL;
@@ -645,13 +638,11 @@ int launch_app(const struct launch_opts *o, pid_t *pid, struct err *e)
 		rc = err_set(e, ERR_INTERNAL, "cannot start %s: fork: %s", exe,
 			     fail.stage ? strerror(fail.err) : "no answer");
 	} else if (fail.stage == LAUNCH_EXEC) {
-		rc = err_set(e,
-			     fail.err == ENOENT	  ? ERR_NOT_FOUND
-			     : fail.err == EACCES ? ERR_FORBIDDEN
-						  : ERR_INTERNAL,
-			     "app: cannot run %s: %s", exe, strerror(fail.err));
-		if (e)
-			snprintf(e->param, sizeof e->param, "app");
+		rc = err_set_param(e,
+				   fail.err == ENOENT	? ERR_NOT_FOUND
+				   : fail.err == EACCES ? ERR_FORBIDDEN
+							: ERR_INTERNAL,
+				   "app", "app: cannot run %s: %s", exe, strerror(fail.err));
 	} else if (fail.stage == LAUNCH_IDENTITY) {
 		rc = err_set(e, ERR_INTERNAL, "cannot switch to uid %u for %s: %s",
 			     (unsigned)o->as.uid, exe, strerror(fail.err));

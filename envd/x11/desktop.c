@@ -381,10 +381,8 @@ static int desktop_image_kind(const char *path, char *kind, struct err *e)
 	struct stat st;
 	if (stat(path, &st) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR) {
-			err_set(e, ERR_NOT_FOUND, "path: %s does not exist", path);
-			if (e)
-				snprintf(e->param, sizeof e->param, "path");
-			return -1;
+			return err_set_param(e, ERR_NOT_FOUND, "path", "path: %s does not exist",
+					     path);
 		}
 		return err_param(e, "path", "path: cannot read %s: %s", path, strerror(errno));
 	}

@@ -374,13 +374,10 @@ int desk_windows(struct desk *d, struct desk_window **out, size_t *count, struct
 /* ERR_NOT_FOUND naming the "id" parameter. */
 static int windows_not_found(struct err *e, unsigned long id)
 {
-	err_set(e, ERR_NOT_FOUND,
-		"id: no window 0x%lx (%lu) on the desktop; the windows action lists the open "
-		"windows",
-		id, id);
-	if (e)
-		snprintf(e->param, sizeof e->param, "id");
-	return -1;
+	return err_set_param(e, ERR_NOT_FOUND, "id",
+			     "id: no window 0x%lx (%lu) on the desktop; the windows action lists "
+			     "the open windows",
+			     id, id);
 }
 
 /* Whether id is one of the managed application windows (lock held). */
