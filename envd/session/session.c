@@ -575,6 +575,20 @@ static void *session_main(void *arg)
 	return NULL;
 }
 
+/* Frees what session_start made once its thread is gone (or never ran). */
+static void session_free(struct session *s)
+{
+	if (s->wake[0] >= 0) {
+		close(s->wake[0]);
+		close(s->wake[1]);
+	}
+	for (char **p = s->env; p && *p; p++)
+		free(*p);
+	free(s->env);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
 struct session *session_start(const struct session_opts *o, struct err *e)
 {
 	struct session *s = calloc(1, sizeof *s);
@@ -637,15 +651,7 @@ struct session *session_start(const struct session_opts *o, struct err *e)
 	}
 	return s;
 fail:
-	if (s->wake[0] >= 0) {
-		close(s->wake[0]);
-		close(s->wake[1]);
-	}
-	for (char **p = s->env; p && *p; p++)
-		free(*p);
-	free(s->env);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
+	session_free(s);
 	return NULL;
 }
 
@@ -737,11 +743,5 @@ void session_stop(struct session *s)
 	session_terminate_user(s->o.uid, 2000);
 	for (int i = CHILD_COUNT - 1; i >= 0; i--)
 		session_kill_child(&s->child[i]);
-	close(s->wake[0]);
-	close(s->wake[1]);
-	for (char **p = s->env; p && *p; p++)
-		free(*p);
-	free(s->env);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
+	session_free(s);
 }
