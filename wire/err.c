@@ -33,6 +33,15 @@ int err_param(struct err *e, const char *param, const char *fmt, ...)
 	return -1;
 }
 
+int err_set_param(struct err *e, enum err_code code, const char *param, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	err_vset(e, code, param, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
 void err_clear(struct err *e)
 {
 	memset(e, 0, sizeof *e);

@@ -42,6 +42,11 @@ int err_set(struct err *e, enum err_code code, const char *fmt, ...)
 int err_param(struct err *e, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Any other code naming `param`: a well-formed parameter that names what is
+ * not there (ERR_NOT_FOUND), is too large (ERR_TOO_LARGE), is forbidden... */
+int err_set_param(struct err *e, enum err_code code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Clears e to ERR_OK. */
 void err_clear(struct err *e);
 

@@ -195,19 +195,31 @@ static int files_mkdir_parents(const char *abs)
 	return 0;
 }
 
+/*
+ * files_resolve, then files_id_enter: the absolute path (malloc'd) with this
+ * thread acting as `as` until files_id_leave, or NULL with e filled and
+ * nothing to undo.
+ */
+static char *files_enter(const struct run_as *as, const char *path, struct files_id *id,
+			 struct err *e)
+{
+	char *abs = files_resolve(as, path, e);
+	if (abs && files_id_enter(as, id, e) < 0) {
+		free(abs);
+		return NULL;
+	}
+	return abs;
+}
+
 int files_read(const struct run_as *as, const char *path, size_t max_len, char **out, size_t *len,
 	       struct err *e)
 {
 	*out = NULL;
 	*len = 0;
-	char *abs = files_resolve(as, path, e);
+	struct files_id id;
+	char *abs = files_enter(as, path, &id, e);
 	if (!abs)
 		return -1;
-	struct files_id id;
-	if (files_id_enter(as, &id, e) < 0) {
-		free(abs);
-		return -1;
-	}
 	/* O_NONBLOCK: opening a FIFO must not hang; regular files ignore it. */
 	int fd = open(abs, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	files_id_leave(&id);
@@ -278,17 +290,15 @@ int files_read(const struct run_as *as, const char *path, size_t max_len, char *
 	goto out;
 too_large:
 	if ((size_t)st.st_size > max_len)
-		err_set(e, ERR_TOO_LARGE,
-			"'%.300s' is %lld bytes, over read_file's limit of %zu bytes; download it "
-			"with GET /v1/files?path=%.300s",
-			abs, (long long)st.st_size, max_len, abs);
+		err_set_param(e, ERR_TOO_LARGE, "path",
+			      "'%.300s' is %lld bytes, over read_file's limit of %zu bytes; "
+			      "download it with GET /v1/files?path=%.300s",
+			      abs, (long long)st.st_size, max_len, abs);
 	else
-		err_set(e, ERR_TOO_LARGE,
-			"'%.300s' is over read_file's limit of %zu bytes; download it with "
-			"GET /v1/files?path=%.300s",
-			abs, max_len, abs);
-	if (e)
-		snprintf(e->param, sizeof e->param, "path");
+		err_set_param(e, ERR_TOO_LARGE, "path",
+			      "'%.300s' is over read_file's limit of %zu bytes; download it with "
+			      "GET /v1/files?path=%.300s",
+			      abs, max_len, abs);
 out:
 	free(buf);
 	close(fd);
@@ -417,14 +427,10 @@ int files_write(const struct run_as *as, const char *path, const void *data, siz
 
 int files_open_as(const struct run_as *as, const char *path, int flags, mode_t mode, struct err *e)
 {
-	char *abs = files_resolve(as, path, e);
+	struct files_id id;
+	char *abs = files_enter(as, path, &id, e);
 	if (!abs)
 		return -1;
-	struct files_id id;
-	if (files_id_enter(as, &id, e) < 0) {
-		free(abs);
-		return -1;
-	}
 	int fd = -1;
 	if ((flags & O_CREAT) && files_mkdir_parents(abs) < 0) {
 		files_errno(e, errno, "cannot create the directories of", abs);

@@ -17,6 +17,7 @@
  * exec succeeded.
  */
 #include "launch.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -358,14 +359,11 @@ static int launch_resolve(const struct launch_opts *o, char ***argv_out, char *e
 			return -1;
 		if (en.hidden || !en.is_app || !en.exec) {
 			launch_entry_free(&en);
-			err_set(e, ERR_NOT_FOUND, "app: %s is not a launchable application (%s)",
-				file,
-				en.hidden    ? "Hidden=true"
-				: !en.is_app ? "its Type is not Application"
-					     : "it has no Exec line");
-			if (e)
-				snprintf(e->param, sizeof e->param, "app");
-			return -1;
+			return err_set_param(e, ERR_NOT_FOUND, "app",
+					     "app: %s is not a launchable application (%s)", file,
+					     en.hidden	  ? "Hidden=true"
+					     : !en.is_app ? "its Type is not Application"
+							  : "it has no Exec line");
 		}
 		struct err pe = {0};
 		base = launch_exec_argv(en.exec, &pe);
@@ -406,13 +404,11 @@ static int launch_resolve(const struct launch_opts *o, char ***argv_out, char *e
 			return err_param(e, "app", "app: %s", pe.message);
 	}
 	if (!base) {
-		err_set(e, ERR_NOT_FOUND,
-			"app: no application '%.200s': it is neither a .desktop id in "
-			"$XDG_DATA_HOME or $XDG_DATA_DIRS/applications nor a program in $PATH",
-			app);
-		if (e)
-			snprintf(e->param, sizeof e->param, "app");
-		return -1;
+		return err_set_param(
+		    e, ERR_NOT_FOUND, "app",
+		    "app: no application '%.200s': it is neither a .desktop id in "
+		    "$XDG_DATA_HOME or $XDG_DATA_DIRS/applications nor a program in $PATH",
+		    app);
 	}
 	for (char **p = base; *p; p++) {
 		if (launch_argv_push(&a, *p) < 0)
@@ -429,10 +425,8 @@ static int launch_resolve(const struct launch_opts *o, char ***argv_out, char *e
 		}
 	}
 	if (!launch_find_program(a.v[0], exe, size)) {
-		err_set(e, ERR_NOT_FOUND, "app: '%.200s' runs '%.200s', which is not installed",
-			app, a.v[0]);
-		if (e)
-			snprintf(e->param, sizeof e->param, "app");
+		err_set_param(e, ERR_NOT_FOUND, "app",
+			      "app: '%.200s' runs '%.200s', which is not installed", app, a.v[0]);
 		launch_argv_free(a.v);
 		free(*cwd);
 		*cwd = NULL;
@@ -549,12 +543,10 @@ static void launch_child(int fd, const char *exe, char **argv, char **envp,
 }
 
 /* Reads one message, waiting until the deadline; 0 on end of file. */
-static ssize_t launch_read_msg(int fd, struct launch_msg *m, long deadline_ms)
+static ssize_t launch_read_msg(int fd, struct launch_msg *m, int64_t deadline_ms)
 {
 	for (;;) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		long left = deadline_ms - (ts.tv_sec * 1000L + ts.tv_nsec / 1000000L);
+		int64_t left = deadline_ms - clock_now_ms();
 		if (left <= 0)
 			return -1;
 		struct pollfd pfd = {fd, POLLIN, 0};
@@ -625,9 +617,7 @@ int launch_app(const struct launch_opts *o, pid_t *pid, struct err *e)
 	while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
 		;
 
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	long deadline = ts.tv_sec * 1000L + ts.tv_nsec / 1000000L + LAUNCH_EXEC_TIMEOUT_MS;
+	int64_t deadline = clock_now_ms() + LAUNCH_EXEC_TIMEOUT_MS;
 	/* Two writers share the pipe: the intermediate (the pid) and the app
 	 * (only if it fails before exec). Their messages arrive in either
 	 * order; end of file means both are done, and the app has exec'd. */
@@ -648,13 +638,11 @@ int launch_app(const struct launch_opts *o, pid_t *pid, struct err *e)
 		rc = err_set(e, ERR_INTERNAL, "cannot start %s: fork: %s", exe,
 			     fail.stage ? strerror(fail.err) : "no answer");
 	} else if (fail.stage == LAUNCH_EXEC) {
-		rc = err_set(e,
-			     fail.err == ENOENT	  ? ERR_NOT_FOUND
-			     : fail.err == EACCES ? ERR_FORBIDDEN
-						  : ERR_INTERNAL,
-			     "app: cannot run %s: %s", exe, strerror(fail.err));
-		if (e)
-			snprintf(e->param, sizeof e->param, "app");
+		rc = err_set_param(e,
+				   fail.err == ENOENT	? ERR_NOT_FOUND
+				   : fail.err == EACCES ? ERR_FORBIDDEN
+							: ERR_INTERNAL,
+				   "app", "app: cannot run %s: %s", exe, strerror(fail.err));
 	} else if (fail.stage == LAUNCH_IDENTITY) {
 		rc = err_set(e, ERR_INTERNAL, "cannot switch to uid %u for %s: %s",
 			     (unsigned)o->as.uid, exe, strerror(fail.err));

@@ -43,6 +43,7 @@
  * this thread blocks SIGPIPE while it runs and consumes the one it caused.
  */
 #include "shell.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -102,13 +103,6 @@ struct shell_stream {
 	size_t len, cap, max;
 	bool truncated;
 };
-
-static long shell_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 int run_as_groups(const struct run_as *as, char *name, size_t name_size, gid_t **groups, int *n,
 		  struct err *e)
@@ -519,7 +513,7 @@ struct shell_job {
 	bool epipe; /* a stdin write raised SIGPIPE on this thread */
 	struct shell_stream out, errs;
 	char *scratch;
-	long start, deadline;
+	int64_t start, deadline;
 	bool exited, timed_out;
 	int status;
 };
@@ -565,7 +559,7 @@ static int shell_spawn(const struct shell_opts *o, struct shell_child *c, struct
 	sigset_t all, mask;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &mask);
-	j->start = shell_now_ms();
+	j->start = clock_now_ms();
 	j->pid = fork();
 	if (j->pid == 0)
 		shell_child_run(c);
@@ -641,7 +635,7 @@ static int shell_collect(const struct shell_opts *o, struct shell_job *j, struct
 			shell_stream_drain(&j->errs, j->scratch, SHELL_DRAIN_MAX_READS);
 			return 0;
 		}
-		long now = shell_now_ms();
+		int64_t now = clock_now_ms();
 		if (now >= j->deadline) {
 			kill(-j->pid, SIGKILL);
 			if (!j->exited) {
@@ -673,7 +667,7 @@ static int shell_collect(const struct shell_opts *o, struct shell_job *j, struct
 		/* Its readiness only wakes us up: the waitpid above reaps. */
 		if (!j->exited && j->pidfd >= 0)
 			pfd[np++] = (struct pollfd){.fd = j->pidfd, .events = POLLIN};
-		long wait = j->deadline - now;
+		int64_t wait = j->deadline - now;
 		if (j->exited) /* re-check the group now and then */
 			wait = wait < 50 ? wait : 50;
 		else if (j->pidfd < 0)
@@ -699,7 +693,7 @@ static int shell_collect(const struct shell_opts *o, struct shell_job *j, struct
 /* Moves the collected output and status into r. */
 static int shell_result_fill(struct shell_job *j, struct shell_result *r, struct err *e)
 {
-	r->duration_ms = shell_now_ms() - j->start;
+	r->duration_ms = clock_now_ms() - j->start;
 	shell_decode_status(j->status, r);
 	r->timed_out = j->timed_out;
 	if (r->timed_out)

@@ -24,6 +24,7 @@
  * per node.
  */
 #include "a11y.h"
+#include "clock.h"
 #include "identity.h"
 
 #include <atspi/atspi.h>
@@ -59,13 +60,6 @@ struct a11y_walk {
 	int64_t deadline;
 	bool app_hung; /* the current application stopped answering */
 };
-
-static int64_t a11y_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- finding the bus ------------------------------------------------------------ */
 
@@ -202,7 +196,7 @@ static void a11y_set_str(json_t *o, const char *key, gchar *s)
 static void a11y_call_failed(struct a11y_walk *w, GError **gerr, int64_t started)
 {
 	g_clear_error(gerr);
-	if (a11y_now_ms() - started >= A11Y_HUNG_MS)
+	if (clock_now_ms() - started >= A11Y_HUNG_MS)
 		w->app_hung = true;
 }
 
@@ -231,7 +225,7 @@ static void a11y_bounds(AtspiAccessible *acc, json_t *node, struct a11y_walk *w)
 	if (!comp)
 		return;
 	GError *gerr = NULL;
-	int64_t t0 = a11y_now_ms();
+	int64_t t0 = clock_now_ms();
 	AtspiRect *r = atspi_component_get_extents(comp, ATSPI_COORD_TYPE_SCREEN, &gerr);
 	if (gerr)
 		a11y_call_failed(w, &gerr, t0);
@@ -250,14 +244,14 @@ static json_t *a11y_actions_json(AtspiAccessible *acc, struct a11y_walk *w)
 	if (!act)
 		return arr;
 	GError *gerr = NULL;
-	int64_t t0 = a11y_now_ms();
+	int64_t t0 = clock_now_ms();
 	int n = atspi_action_get_n_actions(act, &gerr);
 	if (gerr) {
 		a11y_call_failed(w, &gerr, t0);
 		n = 0;
 	}
 	for (int i = 0; i < n && i < A11Y_MAX_ACTIONS && !w->app_hung; i++) {
-		t0 = a11y_now_ms();
+		t0 = clock_now_ms();
 		gchar *name = atspi_action_get_action_name(act, i, &gerr);
 		if (gerr)
 			a11y_call_failed(w, &gerr, t0);
@@ -277,12 +271,12 @@ static json_t *a11y_node(AtspiAccessible *acc, int depth, struct a11y_walk *w)
 {
 	if (w->app_hung)
 		return NULL;
-	if (w->nodes >= w->o->max_nodes || a11y_now_ms() >= w->deadline) {
+	if (w->nodes >= w->o->max_nodes || clock_now_ms() >= w->deadline) {
 		w->truncated = true;
 		return NULL;
 	}
 	GError *gerr = NULL;
-	int64_t t0 = a11y_now_ms();
+	int64_t t0 = clock_now_ms();
 	gchar *role = atspi_accessible_get_role_name(acc, &gerr);
 	if (gerr) {
 		g_free(role);
@@ -292,12 +286,12 @@ static json_t *a11y_node(AtspiAccessible *acc, int depth, struct a11y_walk *w)
 	w->nodes++;
 	json_t *node = json_object();
 	a11y_set_str(node, "role", role);
-	t0 = a11y_now_ms();
+	t0 = clock_now_ms();
 	gchar *s = atspi_accessible_get_name(acc, &gerr);
 	if (gerr)
 		a11y_call_failed(w, &gerr, t0);
 	a11y_set_str(node, "name", s);
-	t0 = a11y_now_ms();
+	t0 = clock_now_ms();
 	s = atspi_accessible_get_description(acc, &gerr);
 	if (gerr)
 		a11y_call_failed(w, &gerr, t0);
@@ -312,7 +306,7 @@ static json_t *a11y_node(AtspiAccessible *acc, int depth, struct a11y_walk *w)
 	json_object_set_new(node, "children", children);
 	if (depth >= w->o->max_depth || w->app_hung)
 		return node;
-	t0 = a11y_now_ms();
+	t0 = clock_now_ms();
 	int n = atspi_accessible_get_child_count(acc, &gerr);
 	if (gerr) {
 		a11y_call_failed(w, &gerr, t0);
@@ -323,7 +317,7 @@ static json_t *a11y_node(AtspiAccessible *acc, int depth, struct a11y_walk *w)
 			w->truncated = true;
 			break;
 		}
-		t0 = a11y_now_ms();
+		t0 = clock_now_ms();
 		AtspiAccessible *child = atspi_accessible_get_child_at_index(acc, i, &gerr);
 		if (gerr || !child) {
 			a11y_call_failed(w, &gerr, t0);
@@ -368,7 +362,7 @@ static int a11y_tree_locked(const struct a11y_opts *o, json_t **out, struct err 
 		return a11y_unavailable(e, why);
 	}
 
-	struct a11y_walk w = {.o = o, .deadline = a11y_now_ms() + A11Y_WALK_DEADLINE_MS};
+	struct a11y_walk w = {.o = o, .deadline = clock_now_ms() + A11Y_WALK_DEADLINE_MS};
 	json_t *apps = json_array();
 	for (int i = 0; i < napps && !w.truncated; i++) {
 		AtspiAccessible *app = atspi_accessible_get_child_at_index(desktop, i, &gerr);

@@ -21,6 +21,7 @@
  * a quarter of the server's maximum request (at most 256 KiB) goes by INCR.
  */
 #include "clipboard.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,13 +119,6 @@ struct clipboard {
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
-
-static int64_t clip_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static struct clip_text *clip_text_new(const char *data, size_t len)
 {
@@ -444,7 +438,7 @@ static void clip_start_set(struct clipboard *c)
 	XChangeProperty(c->dpy, c->win, c->a_stamp, XA_STRING, 8, PropModeAppend,
 			(const unsigned char *)"", 0);
 	c->phase = CLIP_WAIT_STAMP;
-	c->deadline = clip_now_ms() + CLIP_SET_TIMEOUT_MS;
+	c->deadline = clock_now_ms() + CLIP_SET_TIMEOUT_MS;
 }
 
 static void clip_take_ownership(struct clipboard *c, Time t)
@@ -485,7 +479,7 @@ static void clip_start_get(struct clipboard *c)
 		return;
 	}
 	c->conv_owner = owner;
-	c->deadline = clip_now_ms() + c->active->timeout_ms;
+	c->deadline = clock_now_ms() + c->active->timeout_ms;
 	clip_convert(c, c->a_utf8);
 }
 
@@ -613,7 +607,7 @@ static void clip_on_selection_notify(struct clipboard *c, XSelectionEvent *ev)
 		/* Deleting the INCR property (done by the read) starts the transfer. */
 		c->phase = CLIP_WAIT_CHUNK;
 		c->in_type = None;
-		c->deadline = clip_now_ms() + c->active->timeout_ms;
+		c->deadline = clock_now_ms() + c->active->timeout_ms;
 		return;
 	}
 	clip_get_answer(c, c->in, c->in_len, type == XA_STRING);
@@ -636,7 +630,7 @@ static void clip_on_incr_chunk(struct clipboard *c)
 		clip_get_answer(c, c->in, c->in_len, c->in_type == XA_STRING);
 		return;
 	}
-	c->deadline = clip_now_ms() + c->active->timeout_ms;
+	c->deadline = clock_now_ms() + c->active->timeout_ms;
 }
 
 /* ---- serving our selection ------------------------------------------------------ */
@@ -672,7 +666,7 @@ static void clip_send_next(struct clipboard *c, struct clip_send *s)
 	XChangeProperty(c->dpy, s->requestor, s->property, s->type, 8, PropModeReplace,
 			(const unsigned char *)s->text->data + s->off, (int)n);
 	s->off += n;
-	s->deadline = clip_now_ms() + CLIP_SEND_STALE_MS;
+	s->deadline = clock_now_ms() + CLIP_SEND_STALE_MS;
 	if (n == 0)
 		clip_send_remove(c, s);
 }
@@ -696,7 +690,7 @@ static bool clip_serve_text(struct clipboard *c, Window requestor, Atom prop, At
 	s->property = prop;
 	s->type = type;
 	s->text = clip_text_ref(t);
-	s->deadline = clip_now_ms() + CLIP_SEND_STALE_MS;
+	s->deadline = clock_now_ms() + CLIP_SEND_STALE_MS;
 	s->next = c->sends;
 	c->sends = s;
 	XSelectInput(c->dpy, requestor, PropertyChangeMask | StructureNotifyMask);
@@ -795,7 +789,7 @@ static void clip_on_event(struct clipboard *c, XEvent *ev)
 /* Expires the active request and stale INCR sends; returns the poll timeout. */
 static int clip_check_deadlines(struct clipboard *c)
 {
-	int64_t now = clip_now_ms(), next = INT64_MAX;
+	int64_t now = clock_now_ms(), next = INT64_MAX;
 	if (c->active && c->phase != CLIP_IDLE) {
 		if (now >= c->deadline) {
 			char msg[200];

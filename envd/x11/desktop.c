@@ -18,23 +18,17 @@
  */
 #include "desktop.h"
 #include "desk-internal.h"
-#include "identity.h"
+#include "shell.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <png.h>
 #include <turbojpeg.h>
@@ -42,21 +36,12 @@
 #include <X11/Xutil.h>
 #include <X11/extensions/Xrandr.h>
 
-extern char **environ;
-
 #define DESKTOP_CMD_TIMEOUT_MS 3000
 #define DESKTOP_MAX_PIXELS     (64L * 1024 * 1024) /* larger images are refused */
 #define DESKTOP_MAX_FILE       (128L * 1024 * 1024)
 
 /* Xfce's image-style "zoomed": fill the monitor, keep the aspect, crop. */
 #define XFCE_IMAGE_STYLE_ZOOMED "5"
-
-static long desktop_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 /* Whether a program of that name is an executable in $PATH. */
 static bool desktop_in_path(const char *prog)
@@ -78,110 +63,44 @@ static bool desktop_in_path(const char *prog)
 }
 
 /*
- * Runs argv (looked up in $PATH) with envd's environment and DISPLAY set to
- * the desk's display, stdin on /dev/null, and collects stdout and stderr
- * together into out (NUL-terminated, truncated to size). Kills it after
- * timeout_ms. Returns its exit status (0..255), or -1 with e filled when it
- * could not start, died of a signal or ran out of time.
+ * Runs argv (looked up in $PATH) through proc's shell_run, as the session
+ * user (its D-Bus session bus, xfconf's, refuses root), with envd's
+ * environment and DISPLAY set to the desk's display, stdin empty, and
+ * collects its stdout then its stderr into out (NUL-terminated, truncated to
+ * size). Kills its process group after DESKTOP_CMD_TIMEOUT_MS. Returns its
+ * exit status (0..255), or -1 with e filled when it could not start
+ * (ERR_UNAVAILABLE), died of a signal or ran out of time.
  */
 static int desktop_run(struct desk *d, const char *const *argv, char *out, size_t size,
 		       struct err *e)
 {
-	size_t nenv = 0;
-	while (environ[nenv])
-		nenv++;
-	char **envp = calloc(nenv + 2, sizeof *envp);
-	char display[256];
-	if (!envp)
-		return err_set(e, ERR_INTERNAL, "out of memory");
+	char display[300];
 	snprintf(display, sizeof display, "DISPLAY=%s", d->name);
-	size_t k = 0;
-	for (size_t i = 0; i < nenv; i++)
-		if (strncmp(environ[i], "DISPLAY=", 8) != 0)
-			envp[k++] = environ[i];
-	envp[k++] = display;
-
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		free(envp);
-		return err_set(e, ERR_INTERNAL, "pipe: %s", strerror(errno));
-	}
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-	posix_spawnattr_t attr;
-	posix_spawnattr_init(&attr);
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-					    POSIX_SPAWN_SETPGROUP);
-	posix_spawnattr_setpgroup(&attr, 0);
-	pid_t pid;
-	/* As the session user: its D-Bus session bus (xfconf) refuses root. */
-	struct identity_saved as;
-	int rc;
-	if (identity_enter(d->client_uid, d->client_gid, &as, e) < 0) {
-		rc = errno ? errno : EPERM;
-	} else {
-		rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, envp);
-		identity_leave(&as);
-	}
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	free(envp);
-	close(fds[1]);
-	if (rc != 0) {
-		close(fds[0]);
-		return err_set(e, ERR_UNAVAILABLE, "cannot run %s: %s", argv[0], strerror(rc));
-	}
-	size_t used = 0;
-	long deadline = desktop_now_ms() + DESKTOP_CMD_TIMEOUT_MS;
-	bool timed_out = false;
-	for (;;) {
-		long left = deadline - desktop_now_ms();
-		if (left <= 0) {
-			timed_out = true;
-			break;
-		}
-		struct pollfd pfd = {fds[0], POLLIN, 0};
-		int pr = poll(&pfd, 1, (int)left);
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pr <= 0) {
-			timed_out = pr == 0;
-			break;
-		}
-		char buf[4096];
-		ssize_t r = read(fds[0], buf, sizeof buf);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		size_t take = (size_t)r;
-		if (used + take > size - 1)
-			take = size - 1 - used;
-		memcpy(out + used, buf, take);
-		used += take;
-	}
-	out[used] = '\0';
-	close(fds[0]);
-	if (timed_out)
-		kill(-pid, SIGKILL);
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (timed_out)
-		return err_set(e, ERR_TIMEOUT, "%s did not answer within %d ms", argv[0],
-			       DESKTOP_CMD_TIMEOUT_MS);
-	if (!WIFEXITED(status))
-		return err_set(e, ERR_UNAVAILABLE, "%s died of signal %d", argv[0],
-			       WTERMSIG(status));
-	return WEXITSTATUS(status);
+	const char *const env[] = {display, NULL};
+	struct shell_opts o = {
+	    .argv = argv,
+	    .env = env,
+	    .timeout_ms = DESKTOP_CMD_TIMEOUT_MS,
+	    .max_output = size > 1 ? size - 1 : 1,
+	    .as = {.uid = d->client_uid, .gid = d->client_gid},
+	};
+	struct shell_result r;
+	struct err why = {0};
+	if (shell_run(&o, &r, &why) < 0)
+		return err_set(e, ERR_UNAVAILABLE, "cannot run %s: %s", argv[0], why.message);
+	size_t n = r.out_len < size - 1 ? r.out_len : size - 1;
+	memcpy(out, r.out, n);
+	size_t m = r.err_len < size - 1 - n ? r.err_len : size - 1 - n;
+	memcpy(out + n, r.err, m);
+	out[n + m] = '\0';
+	int rc = r.exit_code;
+	if (r.timed_out)
+		rc = err_set(e, ERR_TIMEOUT, "%s did not answer within %d ms", argv[0],
+			     DESKTOP_CMD_TIMEOUT_MS);
+	else if (r.signal)
+		rc = err_set(e, ERR_UNAVAILABLE, "%s died of signal %d", argv[0], r.signal);
+	shell_result_free(&r);
+	return rc;
 }
 
 /* Whether /proc/PID/environ holds DISPLAY=display. */
@@ -462,10 +381,8 @@ static int desktop_image_kind(const char *path, char *kind, struct err *e)
 	struct stat st;
 	if (stat(path, &st) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR) {
-			err_set(e, ERR_NOT_FOUND, "path: %s does not exist", path);
-			if (e)
-				snprintf(e->param, sizeof e->param, "path");
-			return -1;
+			return err_set_param(e, ERR_NOT_FOUND, "path", "path: %s does not exist",
+					     path);
 		}
 		return err_param(e, "path", "path: cannot read %s: %s", path, strerror(errno));
 	}

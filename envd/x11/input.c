@@ -29,6 +29,7 @@
 #include <X11/extensions/XTest.h>
 #include <X11/keysym.h>
 
+#include "clock.h"
 #include "desk-internal.h"
 #include "keys.h"
 #include "utf8.h"
@@ -40,15 +41,6 @@
  * INPUT_REBIND_PAUSE_MS instead. */
 #define INPUT_PING_MS	      2000
 #define INPUT_REBIND_PAUSE_MS 300
-
-static void input_sleep_ms(int ms)
-{
-	if (ms <= 0)
-		return;
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
 
 /* ---- keymap ----------------------------------------------------------- */
 
@@ -188,7 +180,7 @@ static void input_barrier(struct desk *d)
 	XSync(d->dpy, False);
 	Window w = input_focused_client(d, &pings);
 	if (!pings) {
-		input_sleep_ms(INPUT_REBIND_PAUSE_MS);
+		clock_sleep_ms(INPUT_REBIND_PAUSE_MS);
 		return;
 	}
 	long want[2] = {(long)desk_atom(d, "_NET_WM_PING"), 0x70000000L + (++serial & 0xffffff)};
@@ -206,8 +198,7 @@ static void input_barrier(struct desk *d)
 	desk_trap_begin();
 	XSendEvent(d->dpy, w, False, NoEventMask, &ev);
 	XFlush(d->dpy);
-	struct timespec t0, now;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t t0 = clock_now_ms();
 	bool answered = false;
 	for (;;) {
 		XEvent got;
@@ -215,9 +206,7 @@ static void input_barrier(struct desk *d)
 			answered = true;
 			break;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
-		if (ms >= INPUT_PING_MS)
+		if (clock_now_ms() - t0 >= INPUT_PING_MS)
 			break;
 		struct pollfd p = {ConnectionNumber(d->dpy), POLLIN, 0};
 		poll(&p, 1, 5);
@@ -229,7 +218,7 @@ static void input_barrier(struct desk *d)
 	while (XCheckMaskEvent(d->dpy, SubstructureNotifyMask, &junk))
 		;
 	if (!answered)
-		input_sleep_ms(INPUT_REBIND_PAUSE_MS);
+		clock_sleep_ms(INPUT_REBIND_PAUSE_MS);
 }
 
 /*
@@ -411,7 +400,7 @@ int desk_type(struct desk *d, const char *utf8, int delay_ms, struct err *e)
 			desk_unlock(d);
 			i++;
 			if (i < n)
-				input_sleep_ms(delay_ms);
+				clock_sleep_ms(delay_ms);
 		}
 	}
 	free(syms);
@@ -536,8 +525,7 @@ static void input_done(struct desk *d, bool settle_follows)
 static void input_settle(struct desk *d, int x, int y, unsigned button, bool down)
 {
 	unsigned bit = button >= 1 && button <= 5 ? Button1Mask << (button - 1) : 0;
-	struct timespec t0, now;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t t0 = clock_now_ms();
 	for (int pause_us = 25;; pause_us = pause_us < 4000 ? pause_us * 2 : pause_us) {
 		Window root_ret, child;
 		int px, py, wx, wy;
@@ -552,9 +540,7 @@ static void input_settle(struct desk *d, int x, int y, unsigned button, bool dow
 			return;
 		if (px == x && py == y && (!bit || !!(mask & bit) == down))
 			return;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		long ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
-		if (ms >= INPUT_SETTLE_MS)
+		if (clock_now_ms() - t0 >= INPUT_SETTLE_MS)
 			return;
 		struct timespec ts = {0, pause_us * 1000L};
 		nanosleep(&ts, NULL);
@@ -655,8 +641,7 @@ int desk_drag(struct desk *d, const struct desk_point *path, size_t n, int durat
 	XSync(d->dpy, False);
 	desk_unlock(d);
 
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t t0 = clock_now_us();
 	size_t done = 0;
 	for (size_t i = 1; i < n; i++) {
 		int dx = path[i].x - path[i - 1].x, dy = path[i].y - path[i - 1].y;
@@ -673,13 +658,10 @@ int desk_drag(struct desk *d, const struct desk_point *path, size_t n, int durat
 			done++;
 			if (per_step_ms > 0) {
 				/* Sleep until this step's due time, so drift does not add up. */
-				struct timespec now;
-				clock_gettime(CLOCK_MONOTONIC, &now);
-				double elapsed = (double)(now.tv_sec - t0.tv_sec) * 1e3 +
-						 (double)(now.tv_nsec - t0.tv_nsec) / 1e6;
+				double elapsed = (double)(clock_now_us() - t0) / 1e3;
 				double due = per_step_ms * (double)done;
 				if (due > elapsed)
-					input_sleep_ms((int)(due - elapsed));
+					clock_sleep_ms((int64_t)(due - elapsed));
 			}
 		}
 	}

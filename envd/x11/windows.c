@@ -16,6 +16,7 @@
  */
 #include "windows.h"
 #include "desk-internal.h"
+#include "clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,19 +34,6 @@
 #define NET_WM_STATE_REMOVE 0
 #define NET_WM_STATE_ADD    1
 #define NET_SOURCE_PAGER    2
-
-static long windows_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
-static void windows_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
 
 /*
  * Reads a property of w (lock held). Returns the XFree'able data and its
@@ -386,13 +374,10 @@ int desk_windows(struct desk *d, struct desk_window **out, size_t *count, struct
 /* ERR_NOT_FOUND naming the "id" parameter. */
 static int windows_not_found(struct err *e, unsigned long id)
 {
-	err_set(e, ERR_NOT_FOUND,
-		"id: no window 0x%lx (%lu) on the desktop; the windows action lists the open "
-		"windows",
-		id, id);
-	if (e)
-		snprintf(e->param, sizeof e->param, "id");
-	return -1;
+	return err_set_param(e, ERR_NOT_FOUND, "id",
+			     "id: no window 0x%lx (%lu) on the desktop; the windows action lists "
+			     "the open windows",
+			     id, id);
 }
 
 /* Whether id is one of the managed application windows (lock held). */
@@ -506,7 +491,7 @@ static bool windows_goal_met(const struct windows_goal *g, const struct desk_win
 static int windows_wait(struct desk *d, unsigned long id, const struct windows_goal *g,
 			const struct desk_window *before, struct err *e)
 {
-	long start = windows_now_ms(), changed_at = 0;
+	int64_t start = clock_now_ms(), changed_at = 0;
 	bool geometric = g->kind == GOAL_MOVED || g->kind == GOAL_RESIZED;
 	int px = before ? before->x : 0, py = before ? before->y : 0;
 	int pw = before ? before->width : 0, ph = before ? before->height : 0;
@@ -525,9 +510,9 @@ static int windows_wait(struct desk *d, unsigned long id, const struct windows_g
 				desk_unlock(d);
 				if (rc < 0)
 					return -1;
-				if (!listed || windows_now_ms() - start >= WINDOWS_WAIT_MS)
+				if (!listed || clock_now_ms() - start >= WINDOWS_WAIT_MS)
 					return 0;
-				windows_sleep_ms(WINDOWS_POLL_MS);
+				clock_sleep_ms(WINDOWS_POLL_MS);
 				continue;
 			}
 			if (e)
@@ -535,7 +520,7 @@ static int windows_wait(struct desk *d, unsigned long id, const struct windows_g
 			return -1;
 		}
 		bool met = windows_goal_met(g, &w);
-		long now = windows_now_ms();
+		int64_t now = clock_now_ms();
 		if (geometric && before &&
 		    (w.x != px || w.y != py || w.width != pw || w.height != ph)) {
 			changed_at = now;
@@ -545,7 +530,7 @@ static int windows_wait(struct desk *d, unsigned long id, const struct windows_g
 		if (met || now - start >= WINDOWS_WAIT_MS ||
 		    (changed_at && now - changed_at >= WINDOWS_SETTLE_MS))
 			return 0;
-		windows_sleep_ms(WINDOWS_POLL_MS);
+		clock_sleep_ms(WINDOWS_POLL_MS);
 	}
 }
 
@@ -768,7 +753,7 @@ int desk_window_wait_new(struct desk *d, const unsigned long *before, size_t n_b
 			 int timeout_ms, unsigned long *id, struct err *e)
 {
 	*id = 0;
-	long start = windows_now_ms(), foreign_since = 0;
+	int64_t start = clock_now_ms(), foreign_since = 0;
 	unsigned long foreign = 0;
 	for (;;) {
 		if (desk_lock(d, e) < 0)
@@ -801,11 +786,11 @@ int desk_window_wait_new(struct desk *d, const unsigned long *before, size_t n_b
 			if (windows_pid_matches(wpid, pid))
 				mine = ids[i];
 			else if (!foreign)
-				foreign = ids[i], foreign_since = windows_now_ms();
+				foreign = ids[i], foreign_since = clock_now_ms();
 		}
 		desk_unlock(d);
 		free(ids);
-		long now = windows_now_ms();
+		int64_t now = clock_now_ms();
 		if (mine) {
 			*id = mine;
 			return 0;
@@ -820,6 +805,6 @@ int desk_window_wait_new(struct desk *d, const unsigned long *before, size_t n_b
 			*id = foreign;
 			return 0;
 		}
-		windows_sleep_ms(50);
+		clock_sleep_ms(50);
 	}
 }

@@ -35,6 +35,13 @@ static void test_err_json_shape(void **state)
 	assert_string_equal(err_code_name(ERR_BAD_GATEWAY), "bad_gateway");
 	assert_int_equal(err_http_status(ERR_NO_SPACE), 507);
 	assert_string_equal(err_code_name(ERR_NO_SPACE), "insufficient_storage");
+
+	/* Another code naming a parameter (a window id that names no window). */
+	assert_int_equal(err_set_param(&e, ERR_NOT_FOUND, "id", "id: no window %d", 7), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_string_equal(e.param, "id");
+	assert_string_equal(e.message, "id: no window 7");
+	assert_int_equal(err_set_param(NULL, ERR_TOO_LARGE, "path", "too large"), -1);
 }
 
 static void test_err_from_json_round_trip(void **state)

@@ -37,17 +37,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ipc.h>
-#include <sys/shm.h>
 #include <time.h>
 #include <unistd.h>
 #include <X11/Xutil.h>
 #include <X11/extensions/Xdamage.h>
 #include <X11/extensions/Xfixes.h>
 
+#include "clock.h"
 #include "envd.h"
 #include "randr.h"
 #include "vnc-internal.h"
+#include "xshm.h"
 
 #include <rfb/rfbregion.h> /* after rfb.h, which it needs */
 
@@ -61,67 +61,12 @@
 /* How long a new viewer waits for the full read before its first frame. */
 #define VNC_REFRESH_WAIT_MS 2000
 
-static int64_t vnc_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Xlib calls this when the connection breaks; returning (instead of the
  * default exit) leaves the Display inert and the thread ends. */
 static void vnc_capture_io_exit(Display *dpy, void *user)
 {
 	(void)dpy;
 	((struct vnc *)user)->x_io_dead = true;
-}
-
-/* ---- MIT-SHM -------------------------------------------------------------- */
-
-static void vnc_shm_forget(struct vnc *v)
-{
-	if (v->shm.shmaddr)
-		shmdt(v->shm.shmaddr);
-	v->shm.shmaddr = NULL;
-	v->shm_ok = false;
-}
-
-/*
- * Makes a full-screen segment with permissions `mode` and checks that the X
- * server can write it by reading one pixel through it (a failed attach only
- * shows as an X error, which the desk's handler swallows).
- */
-static bool vnc_shm_try(struct vnc *v, size_t size, int mode)
-{
-	v->shm.shmid = shmget(IPC_PRIVATE, size, IPC_CREAT | mode);
-	if (v->shm.shmid < 0)
-		return false;
-	v->shm.shmaddr = shmat(v->shm.shmid, NULL, 0);
-	if (v->shm.shmaddr == (char *)-1) {
-		v->shm.shmaddr = NULL;
-		shmctl(v->shm.shmid, IPC_RMID, NULL);
-		return false;
-	}
-	v->shm.readOnly = False;
-	bool ok = XShmAttach(v->dpy, &v->shm);
-	XSync(v->dpy, False);
-	/* Removed now, it lives until both sides detach: nothing leaks if
-	 * either dies. */
-	shmctl(v->shm.shmid, IPC_RMID, NULL);
-	if (ok) {
-		XImage *img = XShmCreateImage(v->dpy, v->visual, (unsigned)v->depth, ZPixmap,
-					      v->shm.shmaddr, &v->shm, 1, 1);
-		ok = img && XShmGetImage(v->dpy, v->root, img, 0, 0, AllPlanes);
-		if (img)
-			XDestroyImage(img); /* the header only */
-	}
-	if (!ok) {
-		XShmDetach(v->dpy, &v->shm);
-		XSync(v->dpy, False);
-		vnc_shm_forget(v);
-	}
-	v->shm_ok = ok;
-	return ok;
 }
 
 /* ---- reading the screen --------------------------------------------------- */
@@ -410,7 +355,7 @@ static void *vnc_capture_main(void *arg)
 			vnc_capture_full(v);
 			XSync(v->dpy, False);
 			damaged = false;
-			last_read = vnc_now_ms();
+			last_read = clock_now_ms();
 			pthread_mutex_lock(&v->lock);
 			v->fb_stale = false;
 			v->refresh_done = asked;
@@ -423,7 +368,7 @@ static void *vnc_capture_main(void *arg)
 			XDamageSubtract(v->dpy, v->damage, None, None); /* nobody to show it */
 			damaged = false;
 		} else if (damaged) {
-			int64_t now = vnc_now_ms(), due = last_read + 1000 / VNC_CAPTURE_HZ;
+			int64_t now = clock_now_ms(), due = last_read + 1000 / VNC_CAPTURE_HZ;
 			if (now >= due) {
 				vnc_capture_damage(v);
 				damaged = false;
@@ -505,13 +450,8 @@ int vnc_capture_open(struct vnc *v, struct err *e)
 		v->fb_h = v->height;
 	}
 
-	if (XShmQueryExtension(dpy)) {
-		size_t size = (size_t)v->fb_w * (size_t)v->fb_h * 4;
-		/* Private to envd's user first; an X server running as another
-		 * user (envd as root, Xvfb as the desktop's user) needs it open. */
-		if (!vnc_shm_try(v, size, 0600))
-			vnc_shm_try(v, size, 0666);
-	}
+	v->shm_ok = xshm_attach(dpy, v->root, v->visual, v->depth,
+				(size_t)v->fb_w * (size_t)v->fb_h * 4, &v->shm);
 	if (!v->shm_ok)
 		fprintf(stderr, "envd: vnc: MIT-SHM unavailable; reading the screen with "
 				"XGetImage\n");
@@ -588,14 +528,14 @@ void vnc_capture_close(struct vnc *v)
 				XDamageDestroy(v->dpy, v->damage);
 			if (v->region)
 				XFixesDestroyRegion(v->dpy, v->region);
-			if (v->shm_ok)
-				XShmDetach(v->dpy, &v->shm);
+			xshm_detach(v->dpy, &v->shm, true);
 			XSync(v->dpy, False);
 		}
 		XCloseDisplay(v->dpy);
 		v->dpy = NULL;
 	}
-	vnc_shm_forget(v);
+	xshm_detach(NULL, &v->shm, false); /* the connection broke: unmap it only */
+	v->shm_ok = false;
 	for (int i = 0; i < 2; i++)
 		if (v->x_wake[i] >= 0)
 			close(v->x_wake[i]);

@@ -41,6 +41,7 @@
 #include <X11/Xatom.h>
 #include <X11/Xutil.h>
 
+#include "clock.h"
 #include "randr.h"
 
 /* Xvfb's framebuffer: the largest screen set_screen_size can make. It costs
@@ -81,13 +82,6 @@ struct session {
 	double start_ms; /* when the current (re)start began */
 	bool stopping;
 };
-
-static double session_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 /* ---- environment ------------------------------------------------------ */
 
@@ -236,9 +230,9 @@ static pid_t session_spawn(struct session *s, char *const argv[], int out_fd)
 static int session_read_line(int fd, char *buf, size_t len, int timeout_ms)
 {
 	size_t got = 0;
-	double until = session_now_ms() + timeout_ms;
+	double until = clock_now_us() / 1e3 + timeout_ms;
 	while (got + 1 < len) {
-		int left = (int)(until - session_now_ms());
+		int left = (int)(until - clock_now_us() / 1e3);
 		if (left <= 0)
 			return -1;
 		struct pollfd p = {fd, POLLIN, 0};
@@ -331,7 +325,7 @@ static int session_start_child(struct session *s, int i, struct err *e)
 	}
 	c->pid = pid;
 	c->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	c->last_start_ms = session_now_ms();
+	c->last_start_ms = clock_now_us() / 1e3;
 	if (pipefd[0] >= 0) {
 		close(pipefd[1]);
 		char line[256];
@@ -432,7 +426,7 @@ static void session_set_ready(struct session *s, bool ready)
 {
 	pthread_mutex_lock(&s->lock);
 	if (ready && !s->ready) {
-		double now = session_now_ms();
+		double now = clock_now_us() / 1e3;
 		if (s->was_ready) {
 			fprintf(stderr, "envd: session: desktop ready again after %.0f ms\n",
 				now - s->unready_since_ms);
@@ -442,7 +436,7 @@ static void session_set_ready(struct session *s, bool ready)
 		}
 		s->was_ready = true;
 	} else if (!ready && s->ready) {
-		s->unready_since_ms = session_now_ms();
+		s->unready_since_ms = clock_now_us() / 1e3;
 	}
 	s->ready = ready;
 	pthread_mutex_unlock(&s->lock);
@@ -455,7 +449,7 @@ static void session_restart_from(struct session *s, int first)
 	for (int i = CHILD_COUNT - 1; i >= first; i--)
 		session_kill_child(&s->child[i]);
 	pthread_mutex_lock(&s->lock);
-	s->start_ms = session_now_ms();
+	s->start_ms = clock_now_us() / 1e3;
 	s->was_ready = false;
 	pthread_mutex_unlock(&s->lock);
 	for (int i = first; i < CHILD_COUNT; i++) {
@@ -495,8 +489,9 @@ static void *session_main(void *arg)
 		}
 		pthread_mutex_lock(&s->lock);
 		bool ready = s->ready;
-		bool stuck = !ready && s->was_ready &&
-			     session_now_ms() - s->unready_since_ms > SESSION_UNREADY_RESTART_MS;
+		bool stuck =
+		    !ready && s->was_ready &&
+		    clock_now_us() / 1e3 - s->unready_since_ms > SESSION_UNREADY_RESTART_MS;
 		pthread_mutex_unlock(&s->lock);
 		if (stuck) {
 			fprintf(stderr,
@@ -531,7 +526,7 @@ static void *session_main(void *arg)
 			c->pidfd = -1;
 			c->pid = 0;
 			/* Back off when it keeps dying right after starting. */
-			if (session_now_ms() - c->last_start_ms < 5000)
+			if (clock_now_us() / 1e3 - c->last_start_ms < 5000)
 				c->recent++;
 			else
 				c->recent = 0;
@@ -580,6 +575,20 @@ static void *session_main(void *arg)
 	return NULL;
 }
 
+/* Frees what session_start made once its thread is gone (or never ran). */
+static void session_free(struct session *s)
+{
+	if (s->wake[0] >= 0) {
+		close(s->wake[0]);
+		close(s->wake[1]);
+	}
+	for (char **p = s->env; p && *p; p++)
+		free(*p);
+	free(s->env);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
 struct session *session_start(const struct session_opts *o, struct err *e)
 {
 	struct session *s = calloc(1, sizeof *s);
@@ -626,7 +635,7 @@ struct session *session_start(const struct session_opts *o, struct err *e)
 	 * later, which does not exit either.) */
 	XInitThreads();
 	XSetErrorHandler(session_ignore_x_error);
-	s->start_ms = session_now_ms();
+	s->start_ms = clock_now_us() / 1e3;
 	for (int i = 0; i < CHILD_COUNT; i++) {
 		if (session_start_child(s, i, e) < 0) {
 			for (int j = i; j >= 0; j--)
@@ -642,15 +651,7 @@ struct session *session_start(const struct session_opts *o, struct err *e)
 	}
 	return s;
 fail:
-	if (s->wake[0] >= 0) {
-		close(s->wake[0]);
-		close(s->wake[1]);
-	}
-	for (char **p = s->env; p && *p; p++)
-		free(*p);
-	free(s->env);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
+	session_free(s);
 	return NULL;
 }
 
@@ -689,7 +690,7 @@ static void session_terminate_user(uid_t uid, int timeout_ms)
 {
 	if (uid == (uid_t)-1 || uid == 0 || uid == geteuid())
 		return;
-	double until = session_now_ms() + timeout_ms;
+	double until = clock_now_us() / 1e3 + timeout_ms;
 	bool first = true;
 	for (;;) {
 		int left = 0;
@@ -725,10 +726,9 @@ static void session_terminate_user(uid_t uid, int timeout_ms)
 		}
 		closedir(d);
 		first = false;
-		if (left == 0 || session_now_ms() >= until)
+		if (left == 0 || clock_now_us() / 1e3 >= until)
 			return;
-		struct timespec ts = {0, 20 * 1000000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(20);
 	}
 }
 
@@ -743,11 +743,5 @@ void session_stop(struct session *s)
 	session_terminate_user(s->o.uid, 2000);
 	for (int i = CHILD_COUNT - 1; i >= 0; i--)
 		session_kill_child(&s->child[i]);
-	close(s->wake[0]);
-	close(s->wake[1]);
-	for (char **p = s->env; p && *p; p++)
-		free(*p);
-	free(s->env);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
+	session_free(s);
 }

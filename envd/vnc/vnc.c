@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "envd.h"
 #include "vnc-internal.h"
 
@@ -159,13 +160,9 @@ static int vnc_preamble(int fd)
 {
 	char line[64];
 	size_t n = 0;
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t t0 = clock_now_ms();
 	for (;;) {
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		long left = VNC_PREAMBLE_MS - ((now.tv_sec - t0.tv_sec) * 1000 +
-					       (now.tv_nsec - t0.tv_nsec) / 1000000);
+		int64_t left = VNC_PREAMBLE_MS - (clock_now_ms() - t0);
 		if (left <= 0)
 			return -1;
 		struct pollfd p = {fd, POLLIN, 0};
