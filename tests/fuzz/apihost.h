@@ -12,6 +12,8 @@
 #ifndef CUBICLE_FUZZ_APIHOST_H
 #define CUBICLE_FUZZ_APIHOST_H
 
+#include <ftw.h>
+
 #include "../../host/api/api.c"
 #include "fakecore.h"
 #include "fuzz.h"
@@ -21,14 +23,27 @@
 
 static struct api *host_api;
 static char host_ws_key[64];
+static char host_dir[64];
+
+/* The temporary state (the database, the spool) goes with the process. */
+static int host_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+static void host_cleanup(void)
+{
+	nftw(host_dir, host_rm, 8, FTW_DEPTH | FTW_PHYS);
+}
 
 static void host_init(void)
 {
 	if (host_api)
 		return;
 	struct err e = {0};
-	char dir[] = "/tmp/cubicle-fuzz-XXXXXX";
+	char *dir = host_dir;
+	snprintf(host_dir, sizeof host_dir, "/tmp/cubicle-fuzz-XXXXXX");
 	CHECK(mkdtemp(dir));
+	atexit(host_cleanup);
 	char db[128];
 	snprintf(db, sizeof db, "%s/cubicle.db", dir);
 	struct store *st = store_open(db, &e);
