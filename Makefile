@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check generate clean deb
+.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check generate clean deb fuzz soak
 
 all: build
 
@@ -64,6 +64,18 @@ generate:
 # POST /v1/connect-tokens gives.
 deb: build
 	@deb/build-deb $(BUILD) $(BUILD)
+
+# Every libFuzzer harness for FUZZ_SECONDS each (tests/fuzz/README.md); new
+# inputs are kept in $(BUILD)/fuzz-corpus/, crashes in $(BUILD)/fuzz-crashes/.
+FUZZ_SECONDS ?= 60
+fuzz: build
+	@tests/fuzz/run $(BUILD) $(FUZZ_SECONDS)
+
+# The long soak with chaos (tests/soak/README.md); not part of `make test`,
+# which runs its short version. SOAK_MINUTES long.
+SOAK_MINUTES ?= 60
+soak: build images
+	@python3 tests/soak/soak.py --build $(BUILD) --minutes $(SOAK_MINUTES)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

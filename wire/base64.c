@@ -35,9 +35,20 @@ unsigned char *base64_decode(const char *text, size_t len, size_t *out_len)
 		pad++;
 	if (len >= 2 && text[len - 2] == '=')
 		pad++;
-	/* '=' may only appear as trailing padding. */
-	if (memchr(text, '=', len - pad))
-		return NULL;
+	/* Only the alphabet before the padding ('=' nowhere else, no
+	 * whitespace, which EVP_DecodeBlock would skip), and the bits the
+	 * padding leaves over are zero (RFC 4648 3.5): every byte string has
+	 * exactly one text. */
+	static const char alphabet[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	for (size_t i = 0; i < len - pad; i++)
+		if (!text[i] || !strchr(alphabet, text[i]))
+			return NULL;
+	if (pad) {
+		size_t last = (size_t)(strchr(alphabet, text[len - pad - 1]) - alphabet);
+		if (last & (pad == 1 ? 0x3 : 0xf))
+			return NULL;
+	}
 	unsigned char *out = malloc(len / 4 * 3 + 1);
 	if (!out)
 		return NULL;

@@ -125,7 +125,7 @@ int err_from_json(struct err *e, const json_t *j, int status)
 	for (size_t i = 1; code && i < sizeof err_table / sizeof err_table[0]; i++)
 		if (strcmp(code, err_table[i].name) == 0)
 			c = (enum err_code)i;
-	if (message)
+	if (message && message[0])
 		err_set(e, c, "%s", message);
 	else
 		err_set(e, c, "HTTP status %d (%s)", status, err_code_name(c));

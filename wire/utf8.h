@@ -7,7 +7,9 @@
 #include <stddef.h>
 
 /* Decodes the code point at s[0..len) into *cp and returns its length in
- * bytes, or 0 for an invalid or truncated sequence (or len == 0). */
+ * bytes, or 0 for an invalid or truncated sequence (or len == 0): only
+ * RFC 3629's well-formed UTF-8 passes (no overlong forms, no surrogates,
+ * nothing past U+10FFFF), so what it accepts json_string accepts too. */
 size_t utf8_decode(const char *s, size_t len, unsigned long *cp);
 
 #endif

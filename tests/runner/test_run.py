@@ -163,6 +163,13 @@ class TestRunPython(RunnerCase, unittest.TestCase):
         r = self.py("import os; os.write(1, b'a\\xff\\xfeb\\x00c')")
         self.assertOk(r, "a\ufffd\ufffdb\x00c")
 
+    def test_output_not_utf8_past_ascii(self):
+        # Bytes utf8_decode took for UTF-8 but JSON does not: a surrogate,
+        # an overlong NUL, a code point past U+10FFFF (fuzz_codec found the
+        # last): each was a 500 "out of memory" before; now U+FFFD per byte.
+        r = self.py("import os; os.write(1, b'a\\xed\\xa0\\x80b\\xc0\\x80c\\xf4\\x90\\x80\\x80d')")
+        self.assertOk(r, "a" + "\ufffd" * 3 + "b" + "\ufffd" * 2 + "c" + "\ufffd" * 4 + "d")
+
     def test_code_size(self):
         ok = "#" * (10240 - len("print(1)\n")) + "\nprint(1)"[:0]
         r = self.py("print(1)\n" + ok)
@@ -367,6 +374,13 @@ class TestRunJavaScript(RunnerCase, unittest.TestCase):
         self.assertError(r, "output_limit")
         self.assertIs(r["truncated"], True)
         self.assertEqual(len(r["stdout"]), 1 << 20)
+
+    def test_output_not_utf8_past_ascii(self):
+        # Bytes utf8_decode took for UTF-8 but JSON does not: a surrogate,
+        # an overlong NUL, a code point past U+10FFFF (fuzz_codec found the
+        # last): each was a 500 "out of memory" before; now U+FFFD per byte.
+        r = self.py("import os; os.write(1, b'a\\xed\\xa0\\x80b\\xc0\\x80c\\xf4\\x90\\x80\\x80d')")
+        self.assertOk(r, "a" + "\ufffd" * 3 + "b" + "\ufffd" * 2 + "c" + "\ufffd" * 4 + "d")
 
     def test_code_size(self):
         r = self.cd.req("POST", "/v1/run", {"language": "javascript", "code": "/" * 10241},

@@ -12,6 +12,7 @@
 #include "err.h"
 #include "ident.h"
 #include "params.h"
+#include "utf8.h"
 
 static void test_err_json_shape(void **state)
 {
@@ -71,6 +72,12 @@ static void test_err_from_json_round_trip(void **state)
 	assert_int_equal(out.code, ERR_INTERNAL);
 	err_from_json(&out, NULL, 429);
 	assert_int_equal(out.code, ERR_LIMIT);
+	/* An empty message from a guest still gives a message (found by fuzz_params). */
+	j = json_pack("{s:{s:s, s:s}}", "error", "code", "conflict", "message", "");
+	err_from_json(&out, j, 409);
+	assert_int_equal(out.code, ERR_CONFLICT);
+	assert_non_null(strstr(out.message, "409"));
+	json_decref(j);
 }
 
 static void test_err_message_with_broken_utf8_still_encodes(void **state)
@@ -172,10 +179,16 @@ static void test_base64_rejects_garbage(void **state)
 {
 	(void)state;
 	size_t n;
-	assert_null(base64_decode("abc", 3, &n));  /* not a multiple of 4 */
-	assert_null(base64_decode("ab!d", 4, &n)); /* bad character */
-	assert_null(base64_decode("a=bc", 4, &n)); /* padding in the middle */
-	assert_null(base64_decode("ab c", 4, &n)); /* whitespace */
+	assert_null(base64_decode("abc", 3, &n));   /* not a multiple of 4 */
+	assert_null(base64_decode("ab!d", 4, &n));  /* bad character */
+	assert_null(base64_decode("a=bc", 4, &n));  /* padding in the middle */
+	assert_null(base64_decode("ab c", 4, &n));  /* whitespace */
+	assert_null(base64_decode(" aGk", 4, &n));  /* leading whitespace (OpenSSL skips it) */
+	assert_null(base64_decode("aGk\n", 4, &n)); /* trailing whitespace */
+	/* Non-zero bits under the padding (found by fuzz_codec: "a8bVGsG=" was
+	 * taken for the same bytes as "a8bVGsE="): one text per byte string. */
+	assert_null(base64_decode("aGl=", 4, &n));
+	assert_null(base64_decode("aR==", 4, &n));
 	unsigned char *ok = base64_decode("aGk=", 4, &n);
 	assert_non_null(ok);
 	assert_int_equal(n, 2);
@@ -218,6 +231,40 @@ static void test_clock_sleep_lasts_and_clocks_move(void **state)
 	assert_true(clock_wall_ms() > 1600000000000LL);
 }
 
+static void test_utf8_refuses_what_rfc3629_refuses(void **state)
+{
+	(void)state;
+	unsigned long cp = 0;
+	/* Well-formed: one to four bytes, the highest code point. */
+	assert_int_equal(utf8_decode("A", 1, &cp), 1);
+	assert_int_equal(cp, 0x41);
+	assert_int_equal(utf8_decode("\xc3\xa9", 2, &cp), 2);
+	assert_int_equal(cp, 0xe9);
+	assert_int_equal(utf8_decode("\xe2\x82\xac", 3, &cp), 3);
+	assert_int_equal(cp, 0x20ac);
+	assert_int_equal(utf8_decode("\xf4\x8f\xbf\xbf", 4, &cp), 4);
+	assert_int_equal(cp, 0x10ffff);
+	/* Past U+10FFFF (found by fuzz_codec: f4 af af af decoded to 0x11bfef),
+	 * overlong forms, surrogates, truncated and stray bytes: not UTF-8,
+	 * which json_string refuses later (a 500 where the caller meant U+FFFD). */
+	static const char *const bad[] = {"\xf4\xaf\xaf\xaf",
+					  "\xf4\x90\x80\x80",
+					  "\xf5\x80\x80\x80",
+					  "\xc0\x80",
+					  "\xc1\xbf",
+					  "\xe0\x80\x80",
+					  "\xe0\x9f\xbf",
+					  "\xf0\x80\x80\x80",
+					  "\xf0\x8f\xbf\xbf",
+					  "\xed\xa0\x80",
+					  "\xed\xbf\xbf",
+					  "\xe2\x82",
+					  "\x80",
+					  "\xff"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		assert_int_equal(utf8_decode(bad[i], strlen(bad[i]), &cp), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +277,7 @@ int main(void)
 	    cmocka_unit_test(test_base64_round_trip_all_bytes),
 	    cmocka_unit_test(test_base64_rejects_garbage),
 	    cmocka_unit_test(test_clock_sleep_lasts_and_clocks_move),
+	    cmocka_unit_test(test_utf8_refuses_what_rfc3629_refuses),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

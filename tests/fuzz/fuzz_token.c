@@ -1,0 +1,65 @@
+/*
+ * libFuzzer harness for stream tokens (wire/token.c): what a viewer puts in
+ * ?token= reaches token_verify before anything else looks at it.
+ *
+ * Input: a token string (up to a NUL), then claims for a mint. Checked:
+ *   - a presented token is accepted only when its MAC is the key's over
+ *     exactly what precedes it, so the fuzzer (without the key) never gets
+ *     one accepted unless it is byte for byte a token minted here;
+ *   - whatever token_mint makes from any claims, token_verify accepts for
+ *     the same computer before expiry, gives the same claims back, refuses
+ *     for another computer (403) and once expired (401), and refuses every
+ *     one-byte change (401).
+ */
+#include "fuzz.h"
+#include "token.h"
+
+static const unsigned char key[TOKEN_KEY_BYTES] = "cubicle fuzz key, 32 bytes long";
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct fz f = {data, size};
+	char *tok = fz_str(&f, NULL);
+	char *computer = fz_str(&f, NULL);
+	struct token_claims c = {0}, got;
+	struct err e = {0};
+	/* The presented token, for its computer or for another. */
+	int rc = token_verify(key, tok, computer, 1000, &got, &e);
+	CHECK(rc == 0 || rc == -1);
+	if (rc < 0)
+		CHECK(e.code == ERR_UNAUTHORIZED || e.code == ERR_FORBIDDEN);
+	else
+		CHECK(strcmp(got.computer, computer) == 0 && got.expires > 1000);
+
+	/* Mint from fuzzed claims. */
+	char *ws = fz_str(&f, NULL), *nonce = fz_str(&f, NULL);
+	snprintf(c.computer, sizeof c.computer, "%s", computer);
+	snprintf(c.workspace, sizeof c.workspace, "%s", ws);
+	snprintf(c.nonce, sizeof c.nonce, "%s", nonce);
+	c.view_only = fz_u8(&f) & 1;
+	c.issued = (int64_t)fz_u32(&f) << 8;
+	c.expires = (int64_t)(int32_t)fz_u32(&f);
+	char t[TOKEN_MAX];
+	if (token_mint(key, &c, t, &e) == 0) {
+		CHECK(strlen(t) < TOKEN_MAX);
+		int64_t now = c.expires - 1;
+		CHECK(token_verify(key, t, c.computer, now, &got, &e) == 0);
+		CHECK(strcmp(got.computer, c.computer) == 0);
+		CHECK(strcmp(got.workspace, c.workspace) == 0);
+		CHECK(strcmp(got.nonce, c.nonce) == 0);
+		CHECK(got.view_only == c.view_only && got.issued == c.issued &&
+		      got.expires == c.expires);
+		CHECK(token_verify(key, t, "another-computer-x", now, &got, &e) < 0);
+		CHECK(e.code == ERR_FORBIDDEN || strcmp(c.computer, "another-computer-x") == 0);
+		CHECK(token_verify(key, t, c.computer, c.expires, &got, &e) < 0 &&
+		      e.code == ERR_UNAUTHORIZED);
+		size_t n = strlen(t), at = size ? data[0] % n : 0;
+		char flip = t[at];
+		t[at] = t[at] == 'A' ? 'B' : 'A';
+		CHECK(token_verify(key, t, c.computer, now, &got, &e) < 0 &&
+		      e.code == ERR_UNAUTHORIZED);
+		t[at] = flip;
+	}
+	free(tok), free(computer), free(ws), free(nonce);
+	return 0;
+}
