@@ -272,6 +272,7 @@ static int sb_seccomp_rules(scmp_filter_ctx f, pid_t self)
 	    "rt_sigaction",
 	    "rt_sigprocmask",
 	    "rt_sigreturn",
+	    "rt_sigpending",
 	    "sigaltstack",
 	    "exit",
 	    "exit_group",
