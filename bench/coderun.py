@@ -62,15 +62,18 @@ def paced(fn):
 
 
 def throughput(srv, key, lang, code, seconds=5, threads=8):
-    done = [0]
+    done, failed = [0], [0]
     stop = time.perf_counter() + seconds
 
     def loop():
         c = Client(srv, key)
         while time.perf_counter() < stop:
             r = c.post("/v1/run", {"language": lang, "code": code})
-            assert r["exit_code"] == 0, r
-            done[0] += 1
+            if r["exit_code"] == 0:
+                done[0] += 1
+            else:  # a starved machine can stop a run at its limit: counted, not fatal
+                failed[0] += 1
+                print("   run failed:", r, file=sys.stderr)
 
     ts = [threading.Thread(target=loop) for _ in range(threads)]
     t0 = time.perf_counter()
@@ -78,7 +81,8 @@ def throughput(srv, key, lang, code, seconds=5, threads=8):
         t.start()
     for t in ts:
         t.join()
-    return done[0] / (time.perf_counter() - t0)
+    rate = done[0] / (time.perf_counter() - t0)
+    return "%.0f runs/s" % rate + (" (%d stopped at a limit)" % failed[0] if failed[0] else "")
 
 
 def supervisor_alone():
@@ -154,11 +158,10 @@ def main():
             rows.append(row("cubicle POST /v1/run javascript `console.log(1)`, back to back",
                             timed(js, N, 20), "≤ 10 ms (aim 3)"))
             rows.append(row("  the same, %.1f s apart" % GAP, paced(js), "≤ 10 ms (aim 3)"))
-        rates.append(("python `print(1)`, 8 clients", "%.0f runs/s" % throughput(
-            srv, key, "python", "print(1)")))
+        rates.append(("python `print(1)`, 8 clients", throughput(srv, key, "python", "print(1)")))
         if js_ok:
-            rates.append(("javascript `console.log(1)`, 8 clients", "%.0f runs/s" % throughput(
-                srv, key, "javascript", "console.log(1)")))
+            rates.append(("javascript `console.log(1)`, 8 clients",
+                          throughput(srv, key, "javascript", "console.log(1)")))
         if os.path.isdir(os.path.join(IMAGES, "sandbox")):
             comp = srv.computer(key, kind="sandbox", size="xs")
             act = lambda i: c.post("/v1/computers/%s/actions/python" % comp["id"],
