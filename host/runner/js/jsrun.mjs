@@ -73,10 +73,22 @@ function main() {
         slot.ready = false;
         slot.w.terminate();
       };
+      // The process's CPU time bounds the worker's from above (Node has no
+      // per-thread clock): a worker that waited for a core (a loaded
+      // machine) is not stopped for time it never ran; one that ran is
+      // stopped at the CPU limit + 150 ms, and at the wall limit anyway.
       job.start = () => {
         clearTimeout(job.timer);
         job.t0 = Date.now();
-        job.timer = setTimeout(() => kill(E.cpu_limit, 'the code used its CPU time'), job.req.cpu_ms + 150);
+        const cpu0 = process.cpuUsage();
+        const check = () => {
+          const u = process.cpuUsage(cpu0), cpu = (u.user + u.system) / 1000;
+          const left = job.req.cpu_ms + 150 - cpu;
+          if (left <= 0) kill(E.cpu_limit, 'the code used its CPU time');
+          else if (Date.now() - job.t0 >= job.req.wall_ms) kill(E.timeout, 'the code ran past its wall-clock time');
+          else job.timer = setTimeout(check, Math.max(10, Math.min(left, job.req.wall_ms - (Date.now() - job.t0))));
+        };
+        job.timer = setTimeout(check, job.req.cpu_ms + 150);
       };
       // until the code starts: making its instance may take no longer than the wall time
       job.timer = setTimeout(() => kill(E.timeout, 'the sandbox was not ready in time'), job.req.wall_ms);
@@ -147,7 +159,7 @@ async function worker() {
   // global object plus console (writing into whichever run `st.out` is).
   async function make(mem_mb) {
     const maxPages = Math.max(1, Math.floor((mem_mb * 1024 * 1024) / 65536));
-    const inst = { mem_mb, st: { deadline: Infinity, out: null } };
+    const inst = { mem_mb, st: { deadline: Infinity, cpu0: null, cpu_ms: 0, wall_end: Infinity, out: null } };
     try {
       inst.memory = new WebAssembly.Memory({ initial: 256, maximum: Math.max(256, maxPages) });
       // A new instance of the compiled module, on its own memory.
@@ -155,7 +167,15 @@ async function worker() {
       const rt = inst.rt = m.newRuntime();
       rt.setMemoryLimit(mem_mb * 1024 * 1024);
       rt.setMaxStackSize(1024 * 1024);
-      rt.setInterruptHandler(() => performance.now() > inst.st.deadline);
+      // Past the CPU limit in wall time, the process's CPU time decides
+      // (it bounds this thread's from above); past the wall limit, stop.
+      rt.setInterruptHandler(() => {
+        const st = inst.st, now = performance.now();
+        if (now <= st.deadline) return false;
+        if (now > st.wall_end) return (st.timed_out = true);
+        const u = process.cpuUsage(st.cpu0);
+        return (u.user + u.system) / 1000 > st.cpu_ms;
+      });
       const ctx = inst.ctx = rt.newContext();
       const w = ctx.newFunction('__write', (fd, s) => {
         const o = inst.st.out;
@@ -213,12 +233,17 @@ async function worker() {
       if (!req.warmup) parentPort.postMessage('started');
       tc = performance.now();
       st.deadline = tc + req.cpu_ms;
+      st.wall_end = tc + req.wall_ms;
+      st.cpu_ms = req.cpu_ms;
+      st.timed_out = false;
+      st.cpu0 = process.cpuUsage();
       const r = ctx.evalCode(req.code, 'code.js');
       if (r.error) {
         const e = ctx.dump(r.error);
         r.error.dispose();
         const name = e && e.name, message = e && e.message;
         if (out.cut) { res.error = E.output_limit; res.msg = 'the code printed more than the output limit; the output is cut'; }
+        else if (name === 'InternalError' && message === 'interrupted' && st.timed_out) { res.error = E.timeout; res.msg = 'the code ran past its wall-clock time'; }
         else if (name === 'InternalError' && message === 'interrupted') { res.error = E.cpu_limit; res.msg = 'the code used its CPU time'; }
         else if ((name === 'InternalError' || name === 'RangeError') && /out of memory|Out of memory|allocation/.test(message || '')) { res.error = E.memory_limit; res.msg = `${name}: ${message}`; }
         else {
@@ -238,14 +263,16 @@ async function worker() {
       res.exit_code = 1;
     } finally {
       st.out = null;
-      st.deadline = Infinity;
+      st.deadline = st.wall_end = Infinity;
     }
     const ms = Math.round(performance.now() - tc);
+    const u = st.cpu0 ? process.cpuUsage(st.cpu0) : null;
+    const cpu = u ? Math.min(ms, Math.round((u.user + u.system) / 1000)) : ms;
     const kb = Math.round(memory.buffer.byteLength / 1024);
     // The instance is done with: nothing of this run reaches another.
     dispose(inst);
     if (out.cut) { res.error = E.output_limit; res.truncated = true; res.msg = 'the code printed more than the output limit; the output is cut'; res.exit_code = 1; }
-    return { ...res, cpu_ms: ms, wall_ms: ms, memory_kb: kb };
+    return { ...res, cpu_ms: cpu, wall_ms: ms, memory_kb: kb };
   }
 }
 
