@@ -20,7 +20,9 @@ class TestRunnerPython(RunnerCase, unittest.TestCase):
     # 400 ms of CPU: an attack that first imports a module the zygote did not
     # (urllib.request pulls in http.client, email, ssl) can take over 100 ms
     # of copy-on-write faults on a loaded VM; the limit is test_run's to test.
-    ARGS = ("--run-wall-ms", "5000", "--run-cpu-ms", "400")
+    # 20 s of wall time: a CPU bomb starved of a core (load 40 on 2 cores)
+    # must still reach its CPU limit first. No attack here blocks.
+    ARGS = ("--run-wall-ms", "20000", "--run-cpu-ms", "400")
 
     def no_escape(self, code, expect="denied\n"):
         """Runs code that prints 'denied' when the attack failed."""
