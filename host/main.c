@@ -69,7 +69,7 @@ static void main_usage(FILE *to)
 	      "  --run-output-max BYTES    stdout + stderr kept per run (default 1048576)\n"
 	      "  --run-code-max BYTES      code per run, at most 10240 (default 10240)\n"
 	      "  --run-concurrency N       runs at once; more wait (default 32)\n"
-	      "  --run-pool N              sandboxes kept ready per language (default 4)\n"
+	      "  --run-pool N              sandboxes kept ready per language (default 8)\n"
 	      "  --run-uid UID             uid and gid the runs run as (default 65534)\n"
 	      "  --max-envd-answer-mb N    an envd answer kept in memory (default 64)\n"
 	      "  --max-envd-answers-mb N   all envd answers being received at once (default 512)\n"

@@ -236,7 +236,7 @@ struct runner *runner_open(const struct runner_config *c, struct err *e)
 	if (!r->c.gid)
 		r->c.gid = 65534;
 	if (r->c.pool <= 0)
-		r->c.pool = 4;
+		r->c.pool = 8;
 	if (r->c.cpu_ms <= 0)
 		r->c.cpu_ms = 100;
 	if (r->c.wall_ms <= 0)

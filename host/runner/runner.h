@@ -25,7 +25,7 @@ struct runner_config {
 	struct store *store; /* counts runs per workspace (store-runs.h); may be NULL */
 	uid_t uid;	     /* the runs' uid and gid (default 65534) */
 	gid_t gid;
-	int pool;	    /* ready sandboxes per language (default 4) */
+	int pool;	    /* ready sandboxes per language (default 8) */
 	int cpu_ms;	    /* default 100 */
 	int wall_ms;	    /* default 30000 */
 	int mem_mb;	    /* default 128 */

@@ -272,6 +272,7 @@ static int sb_seccomp_rules(scmp_filter_ctx f, pid_t self)
 	    "rt_sigaction",
 	    "rt_sigprocmask",
 	    "rt_sigreturn",
+	    "rt_sigpending",
 	    "sigaltstack",
 	    "exit",
 	    "exit_group",
@@ -871,7 +872,8 @@ struct mon {
 
 void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 {
-	setpriority(PRIO_PROCESS, 0, 10); /* making sandboxes is background work */
+	int cur_nice = 10;
+	setpriority(PRIO_PROCESS, 0, cur_nice); /* making sandboxes is background work */
 	sb_seccomp_compile();
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -914,6 +916,12 @@ void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 			 * sandboxed child with them (the zygote is single-threaded,
 			 * so the copy it gets is consistent). Each hook run costs
 			 * copy-on-write faults. */
+			/* Making sandboxes is background work (nice 10) while
+			 * half the pool is ready; below that, runs are about to
+			 * wait for one, so it is the most urgent work there is. */
+			int nice = ready < (o->pool + 1) / 2 ? 0 : 10;
+			if (nice != cur_nice && setpriority(PRIO_PROCESS, 0, nice) == 0)
+				cur_nice = nice;
 #ifdef ZYGOTE_TRACE
 			tr_t0 = tr_us();
 #endif

@@ -27,7 +27,11 @@
 
 struct zygote_lang {
 	const char *name; /* "python": for log lines */
-	/* Around each fork (the interpreter's own bookkeeping); may be NULL. */
+	/* Around the monitor's fork of its sandboxed child (the interpreter's
+	 * own bookkeeping; after_fork_child runs in the child); may be NULL.
+	 * The zygote is single-threaded, so a child's copy of the interpreter
+	 * is consistent without them; they are for what must differ per run
+	 * (Python: random's seed). */
 	void (*before_fork)(void);
 	void (*after_fork_parent)(void);
 	void (*after_fork_child)(void);

@@ -17,7 +17,12 @@ from runs import RunnerCase  # noqa: E402
 
 
 class TestRunnerPython(RunnerCase, unittest.TestCase):
-    ARGS = ("--run-wall-ms", "5000")
+    # 400 ms of CPU: an attack that first imports a module the zygote did not
+    # (urllib.request pulls in http.client, email, ssl) can take over 100 ms
+    # of copy-on-write faults on a loaded VM; the limit is test_run's to test.
+    # 20 s of wall time: a CPU bomb starved of a core (load 40 on 2 cores)
+    # must still reach its CPU limit first. No attack here blocks.
+    ARGS = ("--run-wall-ms", "20000", "--run-cpu-ms", "400")
 
     def no_escape(self, code, expect="denied\n"):
         """Runs code that prints 'denied' when the attack failed."""
@@ -167,6 +172,25 @@ class TestRunnerPython(RunnerCase, unittest.TestCase):
                     "print(hasattr(builtins, 'SECRET'), json.dumps([1]), 'evil' in sys.modules,"
                     " 'X' in os.environ)")
         self.assertOk(r, "False [1] False False\n")
+
+    def test_no_timers_or_signals_between_runs(self):
+        """Timing side effects: timers armed, signals left pending or
+        handlers installed by one run never reach the next."""
+        self.py("import signal, os\n"
+                "signal.signal(signal.SIGALRM, signal.SIG_DFL)\n"
+                "signal.setitimer(signal.ITIMER_REAL, 0.2, 0.05)\n"
+                "signal.setitimer(signal.ITIMER_PROF, 0.05, 0.01)\n"
+                "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+                "os.kill(os.getpid(), signal.SIGTERM)\n"
+                "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                "print('armed')")
+        r = self.py("import signal, time\n"
+                    "print(signal.getitimer(signal.ITIMER_REAL), signal.getitimer(signal.ITIMER_PROF),"
+                    " sorted(signal.sigpending()), sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])),"
+                    " signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+                    "time.sleep(0.4)\n"
+                    "print('alive')")
+        self.assertOk(r, "(0.0, 0.0) (0.0, 0.0) [] [] True\nalive\n")
 
     def test_runs_do_not_see_each_other(self):
         """64 runs at once, each with its own token, some from each

@@ -73,10 +73,22 @@ function main() {
         slot.ready = false;
         slot.w.terminate();
       };
+      // The process's CPU time bounds the worker's from above (Node has no
+      // per-thread clock): a worker that waited for a core (a loaded
+      // machine) is not stopped for time it never ran; one that ran is
+      // stopped at the CPU limit + 150 ms, and at the wall limit anyway.
       job.start = () => {
         clearTimeout(job.timer);
         job.t0 = Date.now();
-        job.timer = setTimeout(() => kill(E.cpu_limit, 'the code used its CPU time'), job.req.cpu_ms + 150);
+        const cpu0 = process.cpuUsage();
+        const check = () => {
+          const u = process.cpuUsage(cpu0), cpu = (u.user + u.system) / 1000;
+          const left = job.req.cpu_ms + 150 - cpu;
+          if (left <= 0) kill(E.cpu_limit, 'the code used its CPU time');
+          else if (Date.now() - job.t0 >= job.req.wall_ms) kill(E.timeout, 'the code ran past its wall-clock time');
+          else job.timer = setTimeout(check, Math.max(10, Math.min(left, job.req.wall_ms - (Date.now() - job.t0))));
+        };
+        job.timer = setTimeout(check, job.req.cpu_ms + 150);
       };
       // until the code starts: making its instance may take no longer than the wall time
       job.timer = setTimeout(() => kill(E.timeout, 'the sandbox was not ready in time'), job.req.wall_ms);
@@ -124,91 +136,143 @@ async function worker() {
   const variant = await RELEASE_SYNC;
   const loc = fileURLToPath(import.meta.resolve('@jitl/quickjs-wasmfile-release-sync/wasm'));
   const wasmModule = new WebAssembly.Module(fs.readFileSync(loc));
-  parentPort.on('message', async (req) => parentPort.postMessage(await run(req)));
+  // The next run's instance, made as soon as the last run answered (off the
+  // request path): a new WebAssembly instance, runtime, context and prelude,
+  // used by one run only. A run whose memory limit differs makes its own.
+  // Runs are taken one at a time, in order: a run that arrives while the
+  // next instance is being made waits for it.
+  let next = null, chain = Promise.resolve();
+  parentPort.on('message', (req) => {
+    chain = chain.then(async () => {
+      parentPort.postMessage(await run(req));
+      next = await make(req.mem_mb);
+    });
+  });
   // Warm up: V8 compiles WebAssembly functions lazily, on first call.
   for (let i = 0; i < 3; i++)
     await run({ code: 'console.log([1, {a: 2}].map(String).join(), /a+/.test("aa"), JSON.stringify({b: [1n].length}))',
       stdin: '', cpu_ms: 10000, mem_mb: 128, out_max: 1 << 20, warmup: true });
+  next = await make(128);
   parentPort.postMessage('ready');
 
-  async function run(req) {
-    const t0 = performance.now();
-    const maxPages = Math.max(1, Math.floor((req.mem_mb * 1024 * 1024) / 65536));
-    const res = { stdout: '', stderr: '', exit_code: 0, error: 0, msg: '', truncated: false };
-    let used = 0, cut = false;
-    const write = (fd, s) => {
-      if (cut) return;
-      const room = req.out_max - used;
-      if (Buffer.byteLength(s) > room) {
-        s = Buffer.from(s).subarray(0, room).toString('utf8');
-        cut = true;
-      }
-      used += Buffer.byteLength(s);
-      if (fd === 1) res.stdout += s; else res.stderr += s;
-    };
-    let memory, mod, rt, ctx, tc = t0;
+  // A fresh instance: its own WebAssembly.Memory capped at mem_mb, QuickJS's
+  // global object plus console (writing into whichever run `st.out` is).
+  async function make(mem_mb) {
+    const maxPages = Math.max(1, Math.floor((mem_mb * 1024 * 1024) / 65536));
+    const inst = { mem_mb, st: { deadline: Infinity, cpu0: null, cpu_ms: 0, wall_end: Infinity, out: null } };
     try {
-      memory = new WebAssembly.Memory({ initial: 256, maximum: Math.max(256, maxPages) });
+      inst.memory = new WebAssembly.Memory({ initial: 256, maximum: Math.max(256, maxPages) });
       // A new instance of the compiled module, on its own memory.
-      mod = await newQuickJSWASMModuleFromVariant(newVariant(variant, { wasmModule, wasmMemory: memory }));
+      const m = await newQuickJSWASMModuleFromVariant(newVariant(variant, { wasmModule, wasmMemory: inst.memory }));
+      const rt = inst.rt = m.newRuntime();
+      rt.setMemoryLimit(mem_mb * 1024 * 1024);
+      rt.setMaxStackSize(1024 * 1024);
+      // Past the CPU limit in wall time, the process's CPU time decides
+      // (it bounds this thread's from above); past the wall limit, stop.
+      rt.setInterruptHandler(() => {
+        const st = inst.st, now = performance.now();
+        if (now <= st.deadline) return false;
+        if (now > st.wall_end) return (st.timed_out = true);
+        const u = process.cpuUsage(st.cpu0);
+        return (u.user + u.system) / 1000 > st.cpu_ms;
+      });
+      const ctx = inst.ctx = rt.newContext();
+      const w = ctx.newFunction('__write', (fd, s) => {
+        const o = inst.st.out;
+        if (!o) return;
+        o.write(ctx.getNumber(fd), ctx.getString(s));
+        if (o.cut) return ctx.newError('output limit');
+      });
+      ctx.setProp(ctx.global, '__write', w);
+      w.dispose();
+      const pre = ctx.evalCode(PRELUDE, 'prelude.js');
+      if (pre.error) { const pe = ctx.dump(pre.error); pre.error.dispose(); throw new Error('prelude failed: ' + JSON.stringify(pe)); }
+      pre.value.dispose();
     } catch (e) {
-      return { ...res, error: E.internal, msg: `cannot make a QuickJS instance: ${e}` };
+      dispose(inst);
+      inst.failed = e;
     }
-    return finish(mod);
+    return inst;
+  }
 
-    function finish(m) {
-      try {
-        rt = m.newRuntime();
-        rt.setMemoryLimit(req.mem_mb * 1024 * 1024);
-        rt.setMaxStackSize(1024 * 1024);
-        let deadline = Infinity;
-        rt.setInterruptHandler(() => performance.now() > deadline);
-        ctx = rt.newContext();
-        const w = ctx.newFunction('__write', (fd, s) => {
-          write(ctx.getNumber(fd), ctx.getString(s));
-          if (cut) return ctx.newError('output limit');
-        });
-        ctx.setProp(ctx.global, '__write', w);
-        w.dispose();
-        const sin = ctx.newString(req.stdin);
-        ctx.setProp(ctx.global, 'stdin', sin);
-        sin.dispose();
-        const pre = ctx.evalCode(PRELUDE, 'prelude.js');
-        if (pre.error) { const pe = ctx.dump(pre.error); pre.error.dispose(); throw new Error('prelude failed: ' + JSON.stringify(pe)); }
-        pre.value.dispose();
-        if (!req.warmup) parentPort.postMessage('started');
-        tc = performance.now();
-        deadline = tc + req.cpu_ms;
-        const r = ctx.evalCode(req.code, 'code.js');
-        if (r.error) {
-          const e = ctx.dump(r.error);
-          r.error.dispose();
-          const name = e && e.name, message = e && e.message;
-          if (cut) { res.error = E.output_limit; res.msg = 'the code printed more than the output limit; the output is cut'; }
-          else if (name === 'InternalError' && message === 'interrupted') { res.error = E.cpu_limit; res.msg = 'the code used its CPU time'; }
-          else if ((name === 'InternalError' || name === 'RangeError') && /out of memory|Out of memory|allocation/.test(message || '')) { res.error = E.memory_limit; res.msg = `${name}: ${message}`; }
-          else {
-            res.error = E.exception;
-            res.msg = e && typeof e === 'object' && name ? `${name}: ${message}` : `Uncaught ${String(e)}`;
-            write(2, `${res.msg}\n${(e && e.stack) || ''}`);
-          }
-          res.exit_code = 1;
-        } else {
-          r.value.dispose();
-          rt.executePendingJobs(-1);
+  function dispose(inst) {
+    try { inst.ctx && inst.ctx.dispose(); inst.rt && inst.rt.dispose(); } catch { /* a dead instance */ }
+    inst.ctx = inst.rt = null;
+  }
+
+  async function run(req) {
+    const res = { stdout: '', stderr: '', exit_code: 0, error: 0, msg: '', truncated: false };
+    const out = {
+      used: 0, cut: false,
+      write(fd, s) {
+        if (this.cut) return;
+        const room = req.out_max - this.used;
+        if (Buffer.byteLength(s) > room) {
+          s = Buffer.from(s).subarray(0, room).toString('utf8');
+          this.cut = true;
         }
-      } catch (e) {
-        // the instance itself failed: its memory is at the cap, or QuickJS aborted
-        res.error = E.memory_limit;
-        res.msg = `the code ran out of memory (${e && e.message ? e.message : e})`;
-        res.exit_code = 1;
-      } finally {
-        try { ctx && ctx.dispose(); rt && rt.dispose(); } catch { /* a dead instance */ }
-      }
-      if (cut) { res.error = E.output_limit; res.truncated = true; res.msg = 'the code printed more than the output limit; the output is cut'; res.exit_code = 1; }
-      const ms = Math.round(performance.now() - tc);
-      return { ...res, cpu_ms: ms, wall_ms: ms, memory_kb: Math.round(memory.buffer.byteLength / 1024) };
+        this.used += Buffer.byteLength(s);
+        if (fd === 1) res.stdout += s; else res.stderr += s;
+      },
+    };
+    let inst = next;
+    next = null;
+    if (!inst || inst.mem_mb !== req.mem_mb || inst.failed) {
+      if (inst) dispose(inst);
+      inst = await make(req.mem_mb);
     }
+    if (inst.failed)
+      return { ...res, error: E.internal, msg: `cannot make a QuickJS instance: ${inst.failed}` };
+    const { ctx, rt, memory, st } = inst;
+    let tc = performance.now();
+    try {
+      st.out = out;
+      const sin = ctx.newString(req.stdin);
+      ctx.setProp(ctx.global, 'stdin', sin);
+      sin.dispose();
+      if (!req.warmup) parentPort.postMessage('started');
+      tc = performance.now();
+      st.deadline = tc + req.cpu_ms;
+      st.wall_end = tc + req.wall_ms;
+      st.cpu_ms = req.cpu_ms;
+      st.timed_out = false;
+      st.cpu0 = process.cpuUsage();
+      const r = ctx.evalCode(req.code, 'code.js');
+      if (r.error) {
+        const e = ctx.dump(r.error);
+        r.error.dispose();
+        const name = e && e.name, message = e && e.message;
+        if (out.cut) { res.error = E.output_limit; res.msg = 'the code printed more than the output limit; the output is cut'; }
+        else if (name === 'InternalError' && message === 'interrupted' && st.timed_out) { res.error = E.timeout; res.msg = 'the code ran past its wall-clock time'; }
+        else if (name === 'InternalError' && message === 'interrupted') { res.error = E.cpu_limit; res.msg = 'the code used its CPU time'; }
+        else if ((name === 'InternalError' || name === 'RangeError') && /out of memory|Out of memory|allocation/.test(message || '')) { res.error = E.memory_limit; res.msg = `${name}: ${message}`; }
+        else {
+          res.error = E.exception;
+          res.msg = e && typeof e === 'object' && name ? `${name}: ${message}` : `Uncaught ${String(e)}`;
+          out.write(2, `${res.msg}\n${(e && e.stack) || ''}`);
+        }
+        res.exit_code = 1;
+      } else {
+        r.value.dispose();
+        rt.executePendingJobs(-1);
+      }
+    } catch (e) {
+      // the instance itself failed: its memory is at the cap, or QuickJS aborted
+      res.error = E.memory_limit;
+      res.msg = `the code ran out of memory (${e && e.message ? e.message : e})`;
+      res.exit_code = 1;
+    } finally {
+      st.out = null;
+      st.deadline = st.wall_end = Infinity;
+    }
+    const ms = Math.round(performance.now() - tc);
+    const u = st.cpu0 ? process.cpuUsage(st.cpu0) : null;
+    const cpu = u ? Math.min(ms, Math.round((u.user + u.system) / 1000)) : ms;
+    const kb = Math.round(memory.buffer.byteLength / 1024);
+    // The instance is done with: nothing of this run reaches another.
+    dispose(inst);
+    if (out.cut) { res.error = E.output_limit; res.truncated = true; res.msg = 'the code printed more than the output limit; the output is cut'; res.exit_code = 1; }
+    return { ...res, cpu_ms: cpu, wall_ms: ms, memory_kb: kb };
   }
 }
 
