@@ -57,6 +57,27 @@ struct core_rt *core_rt_find(struct core *c, const char *id)
 	return NULL;
 }
 
+int core_rt_select(struct core *c, const char *ws, const char *size, const char *const *states,
+		   char (*ids)[40], int max)
+{
+	int n = 0;
+	pthread_mutex_lock(&c->lock);
+	for (struct core_rt *r = c->rts; r; r = r->next) {
+		if (strcmp(r->ws, ws) != 0 || (size && strcmp(r->size, size) != 0))
+			continue;
+		bool in = false;
+		for (int i = 0; states[i] && !in; i++)
+			in = strcmp(r->state, states[i]) == 0;
+		if (!in)
+			continue;
+		if (n < max)
+			snprintf(ids[n], sizeof ids[n], "%s", r->id);
+		n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
 static struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
 {
 	pthread_mutex_lock(&c->lock);
@@ -550,7 +571,15 @@ int core_stopped_limit(struct core *c, const char *ws)
 	return c->cfg.default_max_stopped;
 }
 
-int core_create(struct core *c, const char *ws, const json_t *params, json_t **out, struct err *e)
+/*
+ * Parses and checks a create's parameters into req (its sc->metadata owned:
+ * store_computer_clear(&req->sc)): kind, size, isolation (a registered driver
+ * that runs here), workspace (the key's, or the admin's choice; it must
+ * exist), resolution, idle timeout, metadata, external id and session (its
+ * directory made). Nothing is stored or started.
+ */
+static int core_create_parse(struct core *c, const char *ws, const json_t *params,
+			     struct core_create_req *req, struct err *e)
 {
 	static const char *const known[] = {"kind",	  "size",
 					    "isolation",  "workspace",
@@ -560,33 +589,34 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	static const char *const kinds[] = {"desktop", "sandbox", NULL};
 	if (params_check_known(params, known, e) < 0)
 		return -1;
-	struct store_computer sc = {0};
+	memset(req, 0, sizeof *req);
+	struct store_computer *sc = &req->sc;
 	int kind = 0;
 	if (param_enum(params, "kind", kinds, &kind, e) < 0)
 		return -1;
-	snprintf(sc.kind, sizeof sc.kind, "%s", kinds[kind]);
+	snprintf(sc->kind, sizeof sc->kind, "%s", kinds[kind]);
 	const char *size = NULL;
 	if (param_str(params, "size", &size, e) < 0)
 		return -1;
-	const struct size *sz = size_find(sc.kind, size, e);
+	const struct size *sz = size_find(sc->kind, size, e);
 	if (!sz)
 		return -1;
-	snprintf(sc.size, sizeof sc.size, "%s", sz->name);
+	snprintf(sc->size, sizeof sc->size, "%s", sz->name);
 	const char *isolation = NULL;
 	if (param_str(params, "isolation", &isolation, e) < 0)
 		return -1;
-	const struct driver_ops *ops = isolation ? driver_find(isolation) : driver_default();
-	if (!ops) {
+	req->ops = isolation ? driver_find(isolation) : driver_default();
+	if (!req->ops) {
 		char names[256];
 		driver_names(", ", names, sizeof names);
 		return err_param(e, "isolation", "isolation: '%.64s' is not one of: %s", isolation,
 				 names);
 	}
-	if (driver_why(ops)[0])
+	if (driver_why(req->ops)[0])
 		return err_param(e, "isolation",
-				 "isolation: '%s' is not available on this host: %s", ops->name,
-				 driver_why(ops));
-	snprintf(sc.isolation, sizeof sc.isolation, "%s", ops->name);
+				 "isolation: '%s' is not available on this host: %s",
+				 req->ops->name, driver_why(req->ops));
+	snprintf(sc->isolation, sizeof sc->isolation, "%s", req->ops->name);
 	const char *wsp = NULL;
 	if (param_str(params, "workspace", &wsp, e) < 0)
 		return -1;
@@ -598,12 +628,13 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	struct store_workspace w;
 	if (store_workspace_get(c->store, ws ? ws : wsp, &w, NULL) < 0)
 		return err_param(e, "workspace", "workspace: no workspace %s", ws ? ws : wsp);
-	snprintf(sc.workspace, sizeof sc.workspace, "%s", w.id);
-	sc.width = 1280;
-	sc.height = 800;
+	snprintf(sc->workspace, sizeof sc->workspace, "%s", w.id);
+	sc->width = 1280;
+	sc->height = 800;
 	json_t *res = NULL;
 	if (param_array(params, "resolution", &res, e) < 0)
 		return -1;
+	req->resolution_given = res != NULL;
 	if (res) {
 		json_t *rw = json_array_get(res, 0), *rh = json_array_get(res, 1);
 		if (json_array_size(res) != 2 || !json_is_integer(rw) || !json_is_integer(rh) ||
@@ -611,36 +642,48 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 		    json_integer_value(rh) < 240 || json_integer_value(rh) > 2160)
 			return err_param(e, "resolution",
 					 "resolution: [width, height] within 320x240..3840x2160");
-		sc.width = (int)json_integer_value(rw);
-		sc.height = (int)json_integer_value(rh);
+		sc->width = (int)json_integer_value(rw);
+		sc->height = (int)json_integer_value(rh);
 	}
 	long long idle = c->cfg.default_idle_s;
 	if (param_int(params, "idle_timeout_s", 10, 7 * 86400, &idle, e) < 0)
 		return -1;
-	sc.idle_timeout_s = (int)idle;
+	sc->idle_timeout_s = (int)idle;
 	json_t *meta = NULL;
 	if (param_object(params, "metadata", &meta, e) < 0)
 		return -1;
-	sc.metadata = meta ? json_deep_copy(meta) : json_object();
+	sc->metadata = meta ? json_deep_copy(meta) : json_object();
 	const char *ext = NULL, *session = NULL;
 	if (param_str(params, "external_workspace_id", &ext, e) < 0 ||
 	    param_str(params, "session", &session, e) < 0)
 		goto fail;
-	if (ext && strlen(ext) >= sizeof sc.external_workspace_id) {
+	if (ext && strlen(ext) >= sizeof sc->external_workspace_id) {
 		err_param(e, "external_workspace_id", "external_workspace_id: at most 127 bytes");
 		goto fail;
 	}
-	snprintf(sc.external_workspace_id, sizeof sc.external_workspace_id, "%s", ext ? ext : "");
+	snprintf(sc->external_workspace_id, sizeof sc->external_workspace_id, "%s", ext ? ext : "");
 	if (session) {
 		char dir[512];
-		if (core_session_dir_for(c, sc.workspace, session, dir, sizeof dir, e) < 0)
+		if (core_session_dir_for(c, sc->workspace, session, dir, sizeof dir, e) < 0)
 			goto fail;
-		snprintf(sc.session_id, sizeof sc.session_id, "%s", session);
+		snprintf(sc->session_id, sizeof sc->session_id, "%s", session);
 	}
+	return 0;
+fail:
+	store_computer_clear(sc);
+	return -1;
+}
+
+int core_create(struct core *c, const char *ws, const json_t *params, json_t **out, struct err *e)
+{
+	struct core_create_req req;
+	if (core_create_parse(c, ws, params, &req, e) < 0)
+		return -1;
+	struct store_computer sc = req.sc;
 	/* The pool's desktops have the default isolation. */
-	if (strcmp(sc.kind, "desktop") == 0 && ops == driver_default() &&
+	if (strcmp(sc.kind, "desktop") == 0 && req.ops == driver_default() &&
 	    !core_ws_egress(c, sc.workspace)) {
-		int claimed = pool_claim(c, sc.workspace, sc.size, params, out, e);
+		int claimed = pool_claim(c, &req, out, e);
 		if (claimed != 0) {
 			store_computer_clear(&sc);
 			return claimed < 0 ? -1 : 0;
