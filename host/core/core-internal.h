@@ -17,7 +17,8 @@
  * (proxying an action) needs without touching the database. */
 struct core_rt {
 	struct core_rt *next;
-	char id[40], ws[40], kind[16], size[16], state[16];
+	char id[40], ws[40], kind[16], size[16];
+	enum computer_state state;
 	char address[320]; /* envd, "" until started */
 	char vnc[320];	   /* a desktop's RFB socket, "" if none */
 	char token[80];
@@ -93,11 +94,11 @@ int64_t core_now_ms(void);
 
 /*
  * The computers of workspace ws (and of size `size`, unless NULL) whose
- * state is one of `states` (NULL-terminated), from the runtime records
+ * state is in the set `states` (COMPUTER_STATE_BIT()s), from the runtime records
  * (memory only; takes c->lock): how many there are, and the ids of the
  * first `max` copied into ids (which may be NULL when max is 0).
  */
-int core_rt_select(struct core *c, const char *ws, const char *size, const char *const *states,
+int core_rt_select(struct core *c, const char *ws, const char *size, unsigned states,
 		   char (*ids)[40], int max);
 
 /* The runtime record of id (lock held by the caller), or NULL. */

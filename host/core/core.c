@@ -57,7 +57,7 @@ struct core_rt *core_rt_find(struct core *c, const char *id)
 	return NULL;
 }
 
-int core_rt_select(struct core *c, const char *ws, const char *size, const char *const *states,
+int core_rt_select(struct core *c, const char *ws, const char *size, unsigned states,
 		   char (*ids)[40], int max)
 {
 	int n = 0;
@@ -65,10 +65,7 @@ int core_rt_select(struct core *c, const char *ws, const char *size, const char 
 	for (struct core_rt *r = c->rts; r; r = r->next) {
 		if (strcmp(r->ws, ws) != 0 || (size && strcmp(r->size, size) != 0))
 			continue;
-		bool in = false;
-		for (int i = 0; states[i] && !in; i++)
-			in = strcmp(r->state, states[i]) == 0;
-		if (!in)
+		if (!(states & COMPUTER_STATE_BIT(r->state)))
 			continue;
 		if (n < max)
 			snprintf(ids[n], sizeof ids[n], "%s", r->id);
@@ -96,7 +93,7 @@ static struct core_rt *core_rt_add(struct core *c, const struct store_computer *
 	snprintf(r->ws, sizeof r->ws, "%s", sc->workspace);
 	snprintf(r->kind, sizeof r->kind, "%s", sc->kind);
 	snprintf(r->size, sizeof r->size, "%s", sc->size);
-	snprintf(r->state, sizeof r->state, "%s", sc->state);
+	r->state = sc->state;
 	snprintf(r->token, sizeof r->token, "%s", sc->envd_token);
 	r->idle_s = sc->idle_timeout_s;
 	r->last_activity_ms = sc->last_activity_ms ? sc->last_activity_ms : core_now_ms();
@@ -133,8 +130,8 @@ json_t *core_json_public(const struct store_computer *sc)
 	json_t *j = json_pack(
 	    "{s:s, s:s, s:s, s:s, s:s, s:s, s:[i,i], s:i, s:O, s:s, s:s?, s:s, s:s, s:s}", "id",
 	    sc->id, "workspace", sc->workspace, "kind", sc->kind, "size", sc->size, "isolation",
-	    sc->isolation, "state", sc->state, "resolution", sc->width, sc->height,
-	    "idle_timeout_s", sc->idle_timeout_s, "metadata",
+	    sc->isolation, "state", computer_state_name(sc->state), "resolution", sc->width,
+	    sc->height, "idle_timeout_s", sc->idle_timeout_s, "metadata",
 	    sc->metadata ? sc->metadata : json_object(), "external_workspace_id",
 	    sc->external_workspace_id, "session", sc->session_id[0] ? sc->session_id : NULL,
 	    "created_at", created, "updated_at", updated, "last_activity_at", active);
@@ -221,19 +218,19 @@ static void core_driver_computer(struct core *c, struct store_computer *sc, stru
  * separates a state change from its billing. Broadcasts. On failure sc
  * keeps its old state.
  */
-static int core_commit(struct core *c, struct store_computer *sc, const char *state,
+static int core_commit(struct core *c, struct store_computer *sc, enum computer_state state,
 		       const char *error, const struct store_commit *how, struct err *e)
 {
-	char old_state[sizeof sc->state], old_error[sizeof sc->error];
+	char old_error[sizeof sc->error];
+	enum computer_state old_state = sc->state;
 	int64_t old_deleted = sc->deleted_ms;
-	memcpy(old_state, sc->state, sizeof old_state);
 	memcpy(old_error, sc->error, sizeof old_error);
-	snprintf(sc->state, sizeof sc->state, "%s", state);
+	sc->state = state;
 	snprintf(sc->error, sizeof sc->error, "%s", error ? error : "");
-	if (strcmp(state, "deleted") == 0)
+	if (state == COMPUTER_DELETED)
 		sc->deleted_ms = core_now_ms();
 	if (store_computer_commit(c->store, sc, how, e) < 0) {
-		memcpy(sc->state, old_state, sizeof old_state);
+		sc->state = old_state;
 		memcpy(sc->error, old_error, sizeof old_error);
 		sc->deleted_ms = old_deleted;
 		return -1;
@@ -241,22 +238,22 @@ static int core_commit(struct core *c, struct store_computer *sc, const char *st
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
 	if (r)
-		snprintf(r->state, sizeof r->state, "%s", state);
+		r->state = state;
 	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 
-static int core_set_state(struct core *c, struct store_computer *sc, const char *state,
+static int core_set_state(struct core *c, struct store_computer *sc, enum computer_state state,
 			  const char *error, struct err *e)
 {
 	return core_commit(c, sc, state, error, NULL, e);
 }
 
 /* A new state and the usage switch to rate_state (NULL: billing ends) at at_ms, together. */
-static int core_set_state_billed(struct core *c, struct store_computer *sc, const char *state,
-				 const char *error, const char *rate_state, int64_t at_ms,
-				 struct err *e)
+static int core_set_state_billed(struct core *c, struct store_computer *sc,
+				 enum computer_state state, const char *error,
+				 const char *rate_state, int64_t at_ms, struct err *e)
 {
 	struct store_commit how = {.bill = true, .rate_state = rate_state, .at_ms = at_ms};
 	return core_commit(c, sc, state, error, &how, e);
@@ -327,7 +324,7 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 		ops->stop(&dc, &ignore);
 		/* A computer in error is not billed (a failed start ends the
 		 * stopped rate too). */
-		core_set_state_billed(c, sc, "error", de.message, NULL, core_now_ms(), NULL);
+		core_set_state_billed(c, sc, COMPUTER_ERROR, de.message, NULL, core_now_ms(), NULL);
 		if (e)
 			*e = de;
 		return -1;
@@ -339,7 +336,7 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 	if (r)
 		r->last_activity_ms = now;
 	pthread_mutex_unlock(&c->lock);
-	return core_set_state_billed(c, sc, "running", NULL, "running", now, e);
+	return core_set_state_billed(c, sc, COMPUTER_RUNNING, NULL, "running", now, e);
 }
 
 /* ---- background operations ------------------------------------------------------ */
@@ -365,9 +362,9 @@ static void *core_job_main(void *arg)
 	if (r) {
 		pthread_mutex_lock(&r->op);
 		if (store_computer_get(c->store, j->id, NULL, &sc, NULL) == 0) {
-			if (j->kind == JOB_BOOT && strcmp(sc.state, "provisioning") == 0)
+			if (j->kind == JOB_BOOT && sc.state == COMPUTER_PROVISIONING)
 				core_boot(c, &sc, true, NULL);
-			else if (j->kind == JOB_STOP && strcmp(sc.state, "running") == 0) {
+			else if (j->kind == JOB_STOP && sc.state == COMPUTER_RUNNING) {
 				/* Past the workspace's stopped limit an idle desktop
 				 * stays running (max_running still bounds it); the
 				 * ticker tries again after another idle timeout. */
@@ -375,9 +372,9 @@ static void *core_job_main(void *arg)
 				if (core_do_stop(c, &sc, &se) < 0)
 					fprintf(stderr, "cubicled: %s idle: not stopped: %s\n",
 						j->id, se.message);
-			} else if (j->kind == JOB_DELETE && strcmp(sc.state, "deleted") != 0)
+			} else if (j->kind == JOB_DELETE && sc.state != COMPUTER_DELETED)
 				core_do_delete(c, &sc, NULL);
-			else if (j->kind == JOB_DEAD && strcmp(sc.state, "running") == 0)
+			else if (j->kind == JOB_DEAD && sc.state == COMPUTER_RUNNING)
 				core_do_dead(c, &sc);
 		}
 		store_computer_clear(&sc);
@@ -431,11 +428,11 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 				   .rate_state = "stopped",
 				   .at_ms = core_now_ms(),
 				   .stopped_limit = core_stopped_limit(c, sc->workspace)};
-	if (core_commit(c, sc, "stopping", NULL, &how, e) < 0)
+	if (core_commit(c, sc, COMPUTER_STOPPING, NULL, &how, e) < 0)
 		return -1;
 	struct err de = {0};
 	if (core_ops(sc)->stop(&dc, &de) < 0) {
-		core_set_state(c, sc, "error", de.message, NULL);
+		core_set_state(c, sc, COMPUTER_ERROR, de.message, NULL);
 		if (e)
 			*e = de;
 		return -1;
@@ -445,7 +442,7 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	if (r)
 		r->address[0] = r->vnc[0] = 0;
 	pthread_mutex_unlock(&c->lock);
-	return core_set_state(c, sc, "stopped", NULL, e);
+	return core_set_state(c, sc, COMPUTER_STOPPED, NULL, e);
 }
 
 static int core_do_delete(struct core *c, struct store_computer *sc, struct err *e)
@@ -455,17 +452,17 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
-	if (core_set_state_billed(c, sc, "deleting", NULL, NULL, core_now_ms(), e) < 0)
+	if (core_set_state_billed(c, sc, COMPUTER_DELETING, NULL, NULL, core_now_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
 	if (core_ops(sc)->destroy(&dc, &de) < 0) {
-		core_set_state(c, sc, "error", de.message, NULL);
+		core_set_state(c, sc, COMPUTER_ERROR, de.message, NULL);
 		if (e)
 			*e = de;
 		return -1;
 	}
 	rmdir(p.dir);
-	return core_set_state(c, sc, "deleted", NULL, e);
+	return core_set_state(c, sc, COMPUTER_DELETED, NULL, e);
 }
 
 /*
@@ -498,7 +495,7 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 		 "its %s ended while it was running (killed from outside or crashed)",
 		 ops->processes);
 	fprintf(stderr, "cubicled: %s: %s\n", sc->id, why);
-	core_set_state_billed(c, sc, "error", why, NULL, end, NULL);
+	core_set_state_billed(c, sc, COMPUTER_ERROR, why, NULL, end, NULL);
 }
 
 /* Queues core_do_dead for every running computer whose processes are gone.
@@ -509,7 +506,7 @@ static void core_check_alive(struct core *c)
 	int n = 0;
 	pthread_mutex_lock(&c->lock);
 	for (struct core_rt *r = c->rts; r && n < 64; r = r->next)
-		if (strcmp(r->state, "running") == 0)
+		if (r->state == COMPUTER_RUNNING)
 			running[n++] = r; /* records live until core_close */
 	pthread_mutex_unlock(&c->lock);
 	for (int i = 0; i < n; i++) {
@@ -518,7 +515,7 @@ static void core_check_alive(struct core *c)
 		struct store_computer sc = {0};
 		bool dead = false;
 		if (store_computer_get(c->store, running[i]->id, NULL, &sc, NULL) == 0 &&
-		    strcmp(sc.state, "running") == 0) {
+		    sc.state == COMPUTER_RUNNING) {
 			struct core_paths p;
 			struct driver_computer dc;
 			core_driver_computer(c, &sc, &p, &dc);
@@ -691,7 +688,7 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	}
 	if (ident_random_hex(sc.envd_token, 24, e) < 0)
 		goto fail;
-	snprintf(sc.state, sizeof sc.state, "provisioning");
+	sc.state = COMPUTER_PROVISIONING;
 	sc.driver_state = json_object();
 	sc.last_activity_ms = core_now_ms();
 	/* The workspace's limit is checked in the insert's transaction: two
@@ -747,11 +744,11 @@ int core_stop(struct core *c, const char *id, const char *ws, json_t **out, stru
 	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
 		return -1;
 	int rc = 0;
-	if (strcmp(sc.state, "running") == 0)
+	if (sc.state == COMPUTER_RUNNING)
 		rc = core_do_stop(c, &sc, e);
-	else if (strcmp(sc.state, "stopped") != 0)
+	else if (sc.state != COMPUTER_STOPPED)
 		rc = err_set(e, ERR_CONFLICT, "computer %s is %s; only a running computer stops",
-			     id, sc.state);
+			     id, computer_state_name(sc.state));
 	if (rc == 0)
 		*out = core_json_public(&sc);
 	pthread_mutex_unlock(&rt->op);
@@ -766,14 +763,14 @@ int core_start(struct core *c, const char *id, const char *ws, json_t **out, str
 	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
 		return -1;
 	int rc = 0;
-	if (strcmp(sc.state, "stopped") == 0) {
+	if (sc.state == COMPUTER_STOPPED) {
 		struct store_commit how = {.limit = core_limit(c, sc.workspace)};
-		rc = core_commit(c, &sc, "starting", NULL, &how, e);
+		rc = core_commit(c, &sc, COMPUTER_STARTING, NULL, &how, e);
 		if (rc == 0)
 			rc = core_boot(c, &sc, false, e);
-	} else if (strcmp(sc.state, "running") != 0) {
+	} else if (sc.state != COMPUTER_RUNNING) {
 		rc = err_set(e, ERR_CONFLICT, "computer %s is %s; only a stopped computer starts",
-			     id, sc.state);
+			     id, computer_state_name(sc.state));
 	}
 	if (rc == 0)
 		*out = core_json_public(&sc);
@@ -789,7 +786,7 @@ int core_delete(struct core *c, const char *id, const char *ws, json_t **out, st
 	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
 		return -1;
 	int rc = 0;
-	if (strcmp(sc.state, "deleted") != 0)
+	if (sc.state != COMPUTER_DELETED)
 		rc = core_do_delete(c, &sc, e);
 	if (rc == 0)
 		*out = core_json_public(&sc);
@@ -798,8 +795,15 @@ int core_delete(struct core *c, const char *id, const char *ws, json_t **out, st
 	return rc;
 }
 
-int core_wait(struct core *c, const char *id, const char *ws, const char *state, int timeout_s,
-	      json_t **out, struct err *e)
+/* Whether a wait for `state` is over in state `now` (error and deleted end
+ * every wait). */
+static bool core_wait_done(enum computer_state now, enum computer_state state)
+{
+	return now == state || now == COMPUTER_ERROR || now == COMPUTER_DELETED;
+}
+
+int core_wait(struct core *c, const char *id, const char *ws, enum computer_state state,
+	      int timeout_s, json_t **out, struct err *e)
 {
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
@@ -810,15 +814,14 @@ int core_wait(struct core *c, const char *id, const char *ws, const char *state,
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		struct core_rt *r = core_rt_find(c, id);
-		const char *now = r ? r->state : sc.state;
-		if (strcmp(now, state) == 0 || strcmp(now, "error") == 0 ||
-		    strcmp(now, "deleted") == 0)
+		enum computer_state now = r ? r->state : sc.state;
+		if (core_wait_done(now, state))
 			break;
 		if (pthread_cond_timedwait(&c->changed, &c->lock, &until) == ETIMEDOUT) {
 			pthread_mutex_unlock(&c->lock);
 			store_computer_clear(&sc);
 			return err_set(e, ERR_TIMEOUT, "computer %s is still %s after %d s", id,
-				       now, timeout_s);
+				       computer_state_name(now), timeout_s);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -826,24 +829,25 @@ int core_wait(struct core *c, const char *id, const char *ws, const char *state,
 	return core_get(c, id, ws, out, e);
 }
 
-int core_wait_begin(struct core *c, const char *id, const char *ws, char stored[16], struct err *e)
+int core_wait_begin(struct core *c, const char *id, const char *ws, enum computer_state *stored,
+		    struct err *e)
 {
 	struct store_computer sc = {0};
 	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
 		return -1;
-	snprintf(stored, 16, "%s", sc.state);
+	*stored = sc.state;
 	store_computer_clear(&sc);
 	return 0;
 }
 
-bool core_wait_over(struct core *c, const char *id, const char *state, const char *stored,
-		    char now[16])
+bool core_wait_over(struct core *c, const char *id, enum computer_state state,
+		    enum computer_state stored, enum computer_state *now)
 {
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
-	snprintf(now, 16, "%s", r ? r->state : stored);
+	*now = r ? r->state : stored;
 	pthread_mutex_unlock(&c->lock);
-	return strcmp(now, state) == 0 || strcmp(now, "error") == 0 || strcmp(now, "deleted") == 0;
+	return core_wait_done(*now, state);
 }
 
 void core_await_change(struct core *c, int timeout_ms)
@@ -926,13 +930,15 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 
 char *core_metrics(struct core *c)
 {
-	static const char *const states[] = {"provisioning", "starting", "running", "stopping",
-					     "stopped",	     "deleting", "error"};
+	/* In this order on /metrics (deleted computers are not counted). */
+	static const enum computer_state states[] = {
+	    COMPUTER_PROVISIONING, COMPUTER_STARTING, COMPUTER_RUNNING, COMPUTER_STOPPING,
+	    COMPUTER_STOPPED,	   COMPUTER_DELETING, COMPUTER_ERROR};
 	int counts[7] = {0};
 	pthread_mutex_lock(&c->lock);
 	for (struct core_rt *r = c->rts; r; r = r->next)
 		for (int i = 0; i < 7; i++)
-			if (strcmp(r->state, states[i]) == 0)
+			if (r->state == states[i])
 				counts[i]++;
 	uint64_t actions = c->actions_total, errors = c->action_errors_total;
 	pthread_mutex_unlock(&c->lock);
@@ -944,7 +950,8 @@ char *core_metrics(struct core *c)
 	fprintf(f,
 		"# HELP cubicle_computers Computers by state.\n# TYPE cubicle_computers gauge\n");
 	for (int i = 0; i < 7; i++)
-		fprintf(f, "cubicle_computers{state=\"%s\"} %d\n", states[i], counts[i]);
+		fprintf(f, "cubicle_computers{state=\"%s\"} %d\n", computer_state_name(states[i]),
+			counts[i]);
 	fprintf(f,
 		"# HELP cubicle_actions_total Actions proxied to computers.\n"
 		"# TYPE cubicle_actions_total counter\ncubicle_actions_total %llu\n",
@@ -985,7 +992,7 @@ static void core_tick(struct core *c)
 		}
 		if (r->viewers > 0)
 			r->last_activity_ms = now; /* someone is watching: not idle */
-		if (strcmp(r->state, "running") == 0 && r->idle_s > 0 &&
+		if (r->state == COMPUTER_RUNNING && r->idle_s > 0 &&
 		    now - r->last_activity_ms > (int64_t)r->idle_s * 1000 && nidle < 32) {
 			snprintf(idle[nidle].id, sizeof idle[0].id, "%s", r->id);
 			/* Desktops keep their state; sandboxes are throwaway. */
@@ -1027,19 +1034,27 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 	core_driver_computer(c, sc, &p, &dc);
 	const struct driver_ops *ops = core_ops(sc);
 	struct core_rt *r = core_rt_add(c, sc);
-	const char *s = sc->state;
-	if (strcmp(s, "deleting") == 0) {
+	enum computer_state s = sc->state;
+	switch (s) {
+	case COMPUTER_DELETING:
 		core_do_delete(c, sc, NULL);
 		return;
-	}
-	if (strcmp(s, "stopping") == 0) {
+	case COMPUTER_STOPPING: {
 		struct err ignore;
 		ops->stop(&dc, &ignore);
-		core_set_state(c, sc, "stopped", NULL, NULL);
+		core_set_state(c, sc, COMPUTER_STOPPED, NULL, NULL);
 		return;
 	}
-	if (strcmp(s, "running") == 0 || strcmp(s, "provisioning") == 0 ||
-	    strcmp(s, "starting") == 0) {
+	case COMPUTER_RUNNING:
+	case COMPUTER_PROVISIONING:
+	case COMPUTER_STARTING:
+		break;
+	case COMPUTER_STOPPED:
+	case COMPUTER_DELETED:
+	case COMPUTER_ERROR:
+		return; /* nothing runs: nothing to adopt or clean up */
+	}
+	{
 		char address[320];
 		if (ops->alive(&dc) && ops->envd_address(&dc, address, sizeof address, NULL) == 0) {
 			if (r) {
@@ -1047,9 +1062,9 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 				core_rt_addresses(ops, r, &dc, address);
 				pthread_mutex_unlock(&c->lock);
 			}
-			if (strcmp(s, "running") != 0) {
+			if (s != COMPUTER_RUNNING) {
 				/* It came up while we were down: bill from now on. */
-				core_set_state_billed(c, sc, "running", NULL, "running",
+				core_set_state_billed(c, sc, COMPUTER_RUNNING, NULL, "running",
 						      core_now_ms(), NULL);
 			}
 			fprintf(stderr, "cubicled: adopted %s (running)\n", sc->id);
@@ -1057,10 +1072,11 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 		}
 		char why[200];
 		snprintf(why, sizeof why,
-			 "its processes were gone when cubicled restarted (it was %s)", s);
+			 "its processes were gone when cubicled restarted (it was %s)",
+			 computer_state_name(s));
 		struct err ignore;
 		ops->stop(&dc, &ignore);
-		core_set_state(c, sc, "error", why, NULL);
+		core_set_state(c, sc, COMPUTER_ERROR, why, NULL);
 		fprintf(stderr, "cubicled: %s: %s\n", sc->id, why);
 	}
 }
@@ -1086,8 +1102,8 @@ static int core_recover(struct core *c, struct err *e)
 		bool alive = false;
 		for (size_t i = 0; i < n; i++)
 			if (strcmp(all[i].id, segs[s].computer) == 0)
-				alive = strcmp(all[i].state, "running") == 0 ||
-					strcmp(all[i].state, "stopped") == 0;
+				alive = all[i].state == COMPUTER_RUNNING ||
+					all[i].state == COMPUTER_STOPPED;
 		if (!alive)
 			store_usage_switch(c->store, segs[s].computer, "", "", NULL, segs[s].end_ms,
 					   NULL);
@@ -1103,9 +1119,10 @@ static int core_recover(struct core *c, struct err *e)
 	if (store_usage_open_segments(c->store, &segs, &nsegs, e) < 0)
 		nsegs = 0;
 	for (size_t i = 0; i < n; i++) {
-		const char *st = all[i].state;
-		if (strcmp(st, "running") != 0 && strcmp(st, "stopped") != 0)
+		if (all[i].state != COMPUTER_RUNNING && all[i].state != COMPUTER_STOPPED)
 			continue;
+		/* The billing rate is named like the state it bills. */
+		const char *st = computer_state_name(all[i].state);
 		bool open = false;
 		for (size_t s = 0; s < nsegs && !open; s++)
 			open = strcmp(segs[s].computer, all[i].id) == 0;

@@ -67,7 +67,8 @@ void pool_tick(struct core *c)
 		int want = pool_want(c, sizes[s]);
 		if (want == 0)
 			continue;
-		static const char *const live[] = {"provisioning", "running", NULL};
+		unsigned live = COMPUTER_STATE_BIT(COMPUTER_PROVISIONING) |
+				COMPUTER_STATE_BIT(COMPUTER_RUNNING);
 		if (core_rt_select(c, c->pool_ws, sizes[s], live, NULL, 0) >= want)
 			continue;
 		json_t *params =
@@ -85,7 +86,7 @@ void pool_tick(struct core *c)
 
 int pool_claim(struct core *c, const struct core_create_req *req, json_t **out, struct err *e)
 {
-	static const char *const running[] = {"running", NULL};
+	unsigned running = COMPUTER_STATE_BIT(COMPUTER_RUNNING);
 	const char *ws = req->sc.workspace;
 	if (!c->pool_ws[0] || strcmp(ws, c->pool_ws) == 0 || req->sc.session_id[0] ||
 	    req->resolution_given)
@@ -107,7 +108,7 @@ int pool_claim(struct core *c, const struct core_create_req *req, json_t **out, 
 		}
 		store_computer_clear(&sc);
 		if (store_computer_get(c->store, id, NULL, &sc, NULL) < 0 ||
-		    strcmp(sc.workspace, c->pool_ws) != 0 || strcmp(sc.state, "running") != 0) {
+		    strcmp(sc.workspace, c->pool_ws) != 0 || sc.state != COMPUTER_RUNNING) {
 			pthread_mutex_unlock(&r->op);
 			store_computer_clear(&sc);
 			continue;
@@ -149,9 +150,8 @@ void pool_drain(struct core *c)
 	if (!c->pool_ws[0])
 		return;
 	for (;;) {
-		static const char *const undeleted[] = {"provisioning", "running",  "stopping",
-							"stopped",	"starting", "deleting",
-							"error",	NULL};
+		unsigned undeleted =
+		    ((1u << COMPUTER_STATES) - 1) & ~COMPUTER_STATE_BIT(COMPUTER_DELETED);
 		char ids[1][40];
 		if (core_rt_select(c, c->pool_ws, NULL, undeleted, ids, 1) == 0)
 			return;

@@ -26,9 +26,10 @@ int core_rt_running(struct core *c, const char *id, const char *ws, char *addres
 		pthread_mutex_unlock(&c->lock);
 		return err_set(e, ERR_NOT_FOUND, "no computer %.40s", id);
 	}
-	if (strcmp(r->state, "running") != 0 || !r->address[0]) {
-		err_set(e, ERR_CONFLICT, "computer %s is %s, not running%s", id, r->state,
-			strcmp(r->state, "stopped") == 0 ? "; POST .../start first" : "");
+	if (r->state != COMPUTER_RUNNING || !r->address[0]) {
+		err_set(e, ERR_CONFLICT, "computer %s is %s, not running%s", id,
+			computer_state_name(r->state),
+			r->state == COMPUTER_STOPPED ? "; POST .../start first" : "");
 		pthread_mutex_unlock(&c->lock);
 		return -1;
 	}
@@ -292,8 +293,9 @@ int core_stream_target(struct core *c, const char *id, const char *ws, int64_t i
 		rc = err_set(e, ERR_FORBIDDEN, "this computer's streams were revoked");
 	else if (strcmp(r->kind, "desktop") != 0)
 		rc = err_set(e, ERR_CONFLICT, "computer %s is a sandbox: it has no screen", id);
-	else if (strcmp(r->state, "running") != 0 || !r->vnc[0])
-		rc = err_set(e, ERR_FORBIDDEN, "computer %s is %s, not running", id, r->state);
+	else if (r->state != COMPUTER_RUNNING || !r->vnc[0])
+		rc = err_set(e, ERR_FORBIDDEN, "computer %s is %s, not running", id,
+			     computer_state_name(r->state));
 	else
 		snprintf(path, len, "%s", r->vnc);
 	pthread_mutex_unlock(&c->lock);
