@@ -33,6 +33,22 @@ int err_param(struct err *e, const char *param, const char *fmt, ...)
 	return -1;
 }
 
+int err_param_code(struct err *e, enum err_code code, const char *param, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	err_vset(e, code, param, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int err_rename_param(struct err *e, const char *param)
+{
+	if (e)
+		snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+	return -1;
+}
+
 void err_clear(struct err *e)
 {
 	memset(e, 0, sizeof *e);

@@ -90,8 +90,6 @@ json_t *core_json_public(const struct store_computer *sc);
 int core_lock_computer(struct core *c, const char *id, const char *ws, struct store_computer *sc,
 		       struct core_rt **rt, struct err *e);
 
-int64_t core_now_ms(void);
-
 /*
  * The computers of workspace ws (and of size `size`, unless NULL) whose
  * state is in the set `states` (COMPUTER_STATE_BIT()s), from the runtime records

@@ -24,19 +24,7 @@
 #include "ident.h"
 #include "params.h"
 #include "sizes.h"
-
-int64_t core_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-static void core_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
+#include "clock.h"
 
 static void core_iso8601(int64_t ms, char *out, size_t len)
 {
@@ -96,7 +84,7 @@ static struct core_rt *core_rt_add(struct core *c, const struct store_computer *
 	r->state = sc->state;
 	snprintf(r->token, sizeof r->token, "%s", sc->envd_token);
 	r->idle_s = sc->idle_timeout_s;
-	r->last_activity_ms = sc->last_activity_ms ? sc->last_activity_ms : core_now_ms();
+	r->last_activity_ms = sc->last_activity_ms ? sc->last_activity_ms : clock_wall_ms();
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -228,7 +216,7 @@ static int core_commit(struct core *c, struct store_computer *sc, enum computer_
 	sc->state = state;
 	snprintf(sc->error, sizeof sc->error, "%s", error ? error : "");
 	if (state == COMPUTER_DELETED)
-		sc->deleted_ms = core_now_ms();
+		sc->deleted_ms = clock_wall_ms();
 	if (store_computer_commit(c->store, sc, how, e) < 0) {
 		sc->state = old_state;
 		memcpy(sc->error, old_error, sizeof old_error);
@@ -262,9 +250,9 @@ static int core_set_state_billed(struct core *c, struct store_computer *sc,
 /* Polls envd's /health until it says ready (the desktop is usable). */
 static int core_wait_ready(struct core *c, const char *address, const char *token, struct err *e)
 {
-	int64_t until = core_now_ms() + (int64_t)c->cfg.ready_timeout_s * 1000;
+	int64_t until = clock_wall_ms() + (int64_t)c->cfg.ready_timeout_s * 1000;
 	struct err last = {0};
-	while (core_now_ms() < until) {
+	while (clock_wall_ms() < until) {
 		struct envd_reply r;
 		if (envd_health(address, token, 2000, &r, &last) == 0 && r.status == 200) {
 			json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
@@ -276,7 +264,7 @@ static int core_wait_ready(struct core *c, const char *address, const char *toke
 		} else {
 			envd_reply_free(&r);
 		}
-		core_sleep_ms(25);
+		clock_sleep_ms(25);
 	}
 	return err_set(e, ERR_TIMEOUT, "the computer did not become ready in %d s%s%s",
 		       c->cfg.ready_timeout_s, last.message[0] ? ": " : "", last.message);
@@ -324,12 +312,13 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 		ops->stop(&dc, &ignore);
 		/* A computer in error is not billed (a failed start ends the
 		 * stopped rate too). */
-		core_set_state_billed(c, sc, COMPUTER_ERROR, de.message, NULL, core_now_ms(), NULL);
+		core_set_state_billed(c, sc, COMPUTER_ERROR, de.message, NULL, clock_wall_ms(),
+				      NULL);
 		if (e)
 			*e = de;
 		return -1;
 	}
-	int64_t now = core_now_ms();
+	int64_t now = clock_wall_ms();
 	sc->last_activity_ms = now;
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
@@ -426,7 +415,7 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	 * transaction, so concurrent stops never pass it together. */
 	struct store_commit how = {.bill = true,
 				   .rate_state = "stopped",
-				   .at_ms = core_now_ms(),
+				   .at_ms = clock_wall_ms(),
 				   .stopped_limit = core_stopped_limit(c, sc->workspace)};
 	if (core_commit(c, sc, COMPUTER_STOPPING, NULL, &how, e) < 0)
 		return -1;
@@ -452,7 +441,7 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
-	if (core_set_state_billed(c, sc, COMPUTER_DELETING, NULL, NULL, core_now_ms(), e) < 0)
+	if (core_set_state_billed(c, sc, COMPUTER_DELETING, NULL, NULL, clock_wall_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
 	if (core_ops(sc)->destroy(&dc, &de) < 0) {
@@ -482,7 +471,7 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 		c->close_streams(c->close_streams_ctx, sc->id);
 	/* Billing ends now; it is written with the error state below (a crash
 	 * in between is finished by recovery, which ends it at the last tick). */
-	int64_t end = core_now_ms();
+	int64_t end = clock_wall_ms();
 	struct err ignore;
 	ops->stop(&dc, &ignore);
 	pthread_mutex_lock(&c->lock);
@@ -690,7 +679,7 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 		goto fail;
 	sc.state = COMPUTER_PROVISIONING;
 	sc.driver_state = json_object();
-	sc.last_activity_ms = core_now_ms();
+	sc.last_activity_ms = clock_wall_ms();
 	/* The workspace's limit is checked in the insert's transaction: two
 	 * creates at once cannot both take the last place. */
 	struct store_commit how = {.insert = true, .limit = core_limit(c, sc.workspace)};
@@ -968,7 +957,7 @@ char *core_metrics(struct core *c)
 
 static void core_tick(struct core *c)
 {
-	int64_t now = core_now_ms();
+	int64_t now = clock_wall_ms();
 	store_usage_tick(c->store, now, NULL);
 	struct {
 		char id[40];
@@ -1065,7 +1054,7 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 			if (s != COMPUTER_RUNNING) {
 				/* It came up while we were down: bill from now on. */
 				core_set_state_billed(c, sc, COMPUTER_RUNNING, NULL, "running",
-						      core_now_ms(), NULL);
+						      clock_wall_ms(), NULL);
 			}
 			fprintf(stderr, "cubicled: adopted %s (running)\n", sc->id);
 			return;
@@ -1130,7 +1119,7 @@ static int core_recover(struct core *c, struct err *e)
 		if (open || store_usage_last_end(c->store, all[i].id, &from, NULL) < 0)
 			continue;
 		if (from <= 0)
-			from = core_now_ms();
+			from = clock_wall_ms();
 		fprintf(stderr, "cubicled: %s: %s with no open usage segment: billed from %lld\n",
 			all[i].id, st, (long long)from);
 		store_usage_switch(c->store, all[i].id, all[i].workspace, all[i].size, st, from,
@@ -1141,7 +1130,7 @@ static int core_recover(struct core *c, struct err *e)
 	free(all);
 	free(segs);
 	/* The survivors ran (or stayed stopped) while we were down: count it. */
-	return store_usage_tick(c->store, core_now_ms(), e);
+	return store_usage_tick(c->store, clock_wall_ms(), e);
 }
 
 /* A stream revocation kept in the store: back on the computer's record. */
@@ -1187,7 +1176,7 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	mkdir(dir, 0711);
 	drivers_probe();
 	if (core_recover(c, e) < 0 ||
-	    store_stream_revocations(store, core_now_ms(), core_revoked_load, c, e) < 0 ||
+	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||
 	    pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])

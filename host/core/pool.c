@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "sizes.h"
+#include "clock.h"
 
 #define POOL_WORKSPACE "cubicle-warm-pool"
 
@@ -113,7 +114,7 @@ int pool_claim(struct core *c, const struct core_create_req *req, json_t **out, 
 			store_computer_clear(&sc);
 			continue;
 		}
-		int64_t now = core_now_ms();
+		int64_t now = clock_wall_ms();
 		snprintf(sc.workspace, sizeof sc.workspace, "%s", ws);
 		json_decref(sc.metadata);
 		sc.metadata = json_deep_copy(req->sc.metadata);

@@ -7,6 +7,7 @@
  * recorded in memory too and written by the ticker once a second.
  */
 #include "core-internal.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +38,7 @@ int core_rt_running(struct core *c, const char *id, const char *ws, char *addres
 	snprintf(token, tlen, "%s", r->token);
 	if (kind)
 		snprintf(kind, klen, "%s", r->kind);
-	r->last_activity_ms = core_now_ms();
+	r->last_activity_ms = clock_wall_ms();
 	r->activity_dirty = true;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
@@ -304,7 +305,7 @@ int core_stream_target(struct core *c, const char *id, const char *ws, int64_t i
 
 int64_t core_stream_issue_ms(struct core *c, const char *id)
 {
-	int64_t now = core_now_ms();
+	int64_t now = clock_wall_ms();
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
 	if (r && now <= r->revoked_ms)
@@ -315,7 +316,7 @@ int64_t core_stream_issue_ms(struct core *c, const char *id)
 
 void core_stream_revoke(struct core *c, const char *id)
 {
-	int64_t now = core_now_ms();
+	int64_t now = clock_wall_ms();
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
 	if (r)
@@ -338,7 +339,7 @@ void core_viewer(struct core *c, const char *id, int delta)
 		r->viewers += delta;
 		if (r->viewers < 0)
 			r->viewers = 0;
-		r->last_activity_ms = core_now_ms();
+		r->last_activity_ms = clock_wall_ms();
 		r->activity_dirty = true;
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -9,6 +9,7 @@
  * same error.
  */
 #include "store-internal.h"
+#include "clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -408,7 +409,7 @@ int store_computer_commit(struct store *s, struct store_computer *c, const struc
 					   how->rate_state, how->at_ms, e))
 		return -1;
 	struct store_computer w = *c;
-	w.updated_ms = store_now_ms();
+	w.updated_ms = clock_wall_ms();
 	if (how->insert) {
 		w.created_ms = w.updated_ms;
 		if (w.last_activity_ms == 0)
@@ -485,7 +486,7 @@ int store_computer_set_state(struct store *s, const char *id, const char *state,
 		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, msg, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 4, store_now_ms());
+		sqlite3_bind_int64(st, 4, clock_wall_ms());
 		rc = store_step_change(s, st, "changing a computer's state", missing, e);
 	}
 	store_stmt_done(st);
