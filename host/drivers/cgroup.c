@@ -119,6 +119,19 @@ int cgroup_locate(const char *id, struct cgroup_set *out, struct err *e)
 	return cgroup_locate_in("/proc/self/mountinfo", id, out, e);
 }
 
+bool cgroup_usable(char *why, size_t len)
+{
+	struct cgroup_set cg;
+	struct err e;
+	if (cgroup_locate("probe", &cg, &e) < 0) {
+		snprintf(why, len, "%s", e.message);
+		return false;
+	}
+	if (why && len)
+		why[0] = '\0';
+	return true;
+}
+
 int cgroup_locate_in(const char *mountinfo, const char *id, struct cgroup_set *out, struct err *e)
 {
 	memset(out, 0, sizeof(*out));

@@ -746,8 +746,6 @@ static int ct_vnc_path(const struct driver_computer *c, char *out, size_t len, s
 static bool ct_available(char *why, size_t len)
 {
 	char path[4096];
-	struct err e;
-	struct cgroup_set cg;
 	struct utsname u;
 	int major = 0, minor = 0;
 	FILE *f;
@@ -779,13 +777,7 @@ static bool ct_available(char *why, size_t len)
 		snprintf(why, len, "slirp4netns is not installed (apt-get install slirp4netns)");
 		return false;
 	}
-	if (cgroup_locate("probe", &cg, &e) < 0) {
-		snprintf(why, len, "%s", e.message);
-		return false;
-	}
-	if (why && len)
-		why[0] = '\0';
-	return true;
+	return cgroup_usable(why, len);
 }
 
 const struct driver_ops driver_container = {

@@ -1082,8 +1082,6 @@ static int vm_vnc_path(const struct driver_computer *c, char *out, size_t len, s
 static bool vm_available(char *why, size_t len)
 {
 	char path[4096];
-	struct err e;
-	struct cgroup_set cg;
 	if (geteuid() != 0) {
 		snprintf(why, len, "cubicled must run as root to run QEMU as a uid of its own");
 		return false;
@@ -1095,13 +1093,7 @@ static bool vm_available(char *why, size_t len)
 			 "qemu-utils)");
 		return false;
 	}
-	if (cgroup_locate("probe", &cg, &e) < 0) {
-		snprintf(why, len, "%s", e.message);
-		return false;
-	}
-	if (why && len)
-		why[0] = '\0';
-	return true;
+	return cgroup_usable(why, len);
 }
 
 const struct driver_ops driver_vm = {
