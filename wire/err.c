@@ -42,6 +42,13 @@ int err_set_param(struct err *e, enum err_code code, const char *param, const ch
 	return -1;
 }
 
+int err_rename_param(struct err *e, const char *param)
+{
+	if (e)
+		snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+	return -1;
+}
+
 void err_clear(struct err *e)
 {
 	memset(e, 0, sizeof *e);

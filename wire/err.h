@@ -47,6 +47,11 @@ int err_param(struct err *e, const char *param, const char *fmt, ...)
 int err_set_param(struct err *e, enum err_code code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Names `param` as the parameter at fault of the error already in e (which
+ * may be NULL), keeping its code and message: a nested field's check
+ * reported under its parent ("display" for display.width). Returns -1. */
+int err_rename_param(struct err *e, const char *param);
+
 /* Clears e to ERR_OK. */
 void err_clear(struct err *e);
 

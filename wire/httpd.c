@@ -11,6 +11,7 @@
  * the job list and those two flags.
  */
 #include "httpd.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -54,7 +55,7 @@ struct exchange {
 	bool headers_sent, close_after;
 	size_t resp_sent;
 	char target[160];
-	struct timespec t0;
+	int64_t t0_us; /* clock_now_us() when it began */
 	/* The body's deadline (loop thread): body_timeout_s after the headers,
 	 * plus 1 s per body_min_rate bytes received. */
 	lws_sorted_usec_list_t body_sul;
@@ -205,9 +206,7 @@ static void exchange_free(struct exchange *x)
 
 static double exchange_ms(const struct exchange *x)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - x->t0.tv_sec) * 1e3 + (double)(t.tv_nsec - x->t0.tv_nsec) / 1e6;
+	return (double)(clock_now_us() - x->t0_us) / 1e3;
 }
 
 /* Answers now, before the body was read: the connection closes afterwards.
@@ -605,7 +604,7 @@ static int exchange_route(struct httpd *h, struct lws *wsi, struct conn *c)
 	x->wsi = wsi;
 	x->route.body_fd = -1;
 	x->resp.file_fd = -1;
-	clock_gettime(CLOCK_MONOTONIC, &x->t0);
+	x->t0_us = clock_now_us();
 	c->x = x;
 	request_fill(wsi, x);
 	struct err e = {0};

@@ -95,7 +95,8 @@ int api_query_known(struct httpd_request *req, const char *const *known, struct 
 /* ?wait=STATE&timeout_s=N, read and checked before the operation runs, so
  * a bad value changes nothing. */
 struct api_wait {
-	const char *state; /* NULL: answer at once */
+	bool wait;		   /* false: answer at once */
+	enum computer_state state; /* the one waited for (with error and deleted) */
 	int timeout_s;
 };
 

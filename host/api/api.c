@@ -208,6 +208,18 @@ static int api_route_files_put(struct api *a, struct httpd_request *req, struct 
 	return 0;
 }
 
+/* .../files of a computer or a session: GET, or PUT with the body spooled. */
+static int api_route_files(struct api *a, struct httpd_request *req, struct httpd_route *route,
+			   struct api_caller *c, struct err *e)
+{
+	route->handler = api_files;
+	if (req->method == HTTPD_GET)
+		return 0;
+	if (req->method == HTTPD_PUT)
+		return api_route_files_put(a, req, route, c, e);
+	return err_set(e, ERR_BAD_REQUEST, "files answer GET and PUT");
+}
+
 static void api_caller_close(void *p)
 {
 	struct api_caller *c = p;
@@ -374,26 +386,15 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 			route->handler = api_stream_revoke;
 			return 0;
 		}
-		if (n == 4 && strcmp(s[3], "files") == 0) {
-			route->handler = api_files;
-			if (m == HTTPD_GET)
-				return 0;
-			if (m == HTTPD_PUT)
-				return api_route_files_put(a, req, route, c, e);
-			return err_set(e, ERR_BAD_REQUEST, "files answer GET and PUT");
-		}
+		if (n == 4 && strcmp(s[3], "files") == 0)
+			return api_route_files(a, req, route, c, e);
 		goto not_found;
 	}
 	if (strcmp(s[1], "sessions") == 0 && n == 4 && strcmp(s[3], "files") == 0) {
 		if (!ident_ok(s[2], 63))
 			return err_param(e, "session", "session: not a session id");
 		snprintf(c->id, sizeof c->id, "%s", s[2]);
-		route->handler = api_files;
-		if (m == HTTPD_GET)
-			return 0;
-		if (m == HTTPD_PUT)
-			return api_route_files_put(a, req, route, c, e);
-		return err_set(e, ERR_BAD_REQUEST, "files answer GET and PUT");
+		return api_route_files(a, req, route, c, e);
 	}
 not_found:
 	return err_set(e, ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)",

@@ -11,6 +11,7 @@
 
 #include "computeruse-internal.h"
 #include "params.h"
+#include "clock.h"
 
 /* ---- Anthropic ------------------------------------------------------------------- */
 
@@ -184,7 +185,7 @@ static int cu_a_wait(struct cu *u, const char *action, const json_t *in, struct 
 	double secs;
 	if (cu_duration(in, action, 0, &secs, e) < 0)
 		return -1;
-	cu_sleep_ms((long long)(secs * 1000 + 0.5));
+	clock_sleep_ms((long long)(secs * 1000 + 0.5));
 	return 0;
 }
 

@@ -66,7 +66,6 @@ int cu_xy(const struct cu *u, const json_t *in, int *x, int *y, struct err *e);
 int cu_do(struct cu *u, const char *action, json_t *params, json_t **out, struct err *e);
 /* {"x": x, "y": y}, or {} when has is false. */
 json_t *cu_at(bool has, int x, int y);
-void cu_sleep_ms(long long ms);
 /* Splits s at any of seps into at most CU_MAX_KEYS names held in buf. */
 int cu_split(const char *s, const char *seps, char *buf, size_t len, char **names,
 	     const char *param, struct err *e);

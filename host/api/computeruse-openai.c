@@ -10,6 +10,7 @@
 
 #include "computeruse-internal.h"
 #include "params.h"
+#include "clock.h"
 
 /* ---- OpenAI ------------------------------------------------------------------------ */
 
@@ -178,7 +179,7 @@ static int cu_o_type(struct cu *u, const json_t *in, struct err *e)
 static int cu_o_wait(struct cu *u, const json_t *in, struct err *e)
 {
 	(void)u, (void)in, (void)e;
-	cu_sleep_ms(1000);
+	clock_sleep_ms(1000);
 	return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "base64.h"
 #include "computeruse-internal.h"
 #include "params.h"
+#include "clock.h"
 
 /* ---- coordinates --------------------------------------------------------------- */
 
@@ -100,16 +101,6 @@ json_t *cu_at(bool has, int x, int y)
 	return has ? json_pack("{s:i, s:i}", "x", x, "y", y) : json_object();
 }
 
-void cu_sleep_ms(long long ms)
-{
-#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-	return; /* the fuzz harnesses (tests/fuzz) do not wait out an agent's pauses */
-#endif
-	struct timespec t = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&t, &t) < 0 && errno == EINTR)
-		;
-}
-
 /* Splits s at any of seps into at most CU_MAX_KEYS names held in buf. */
 int cu_split(const char *s, const char *seps, char *buf, size_t len, char **names,
 	     const char *param, struct err *e)
@@ -143,7 +134,7 @@ int cu_with_keys(struct cu *u, char **keys, int n, const char *action, json_t *p
 	else
 		json_decref(params);
 	if (rc == 0 && !action)
-		cu_sleep_ms(hold_ms);
+		clock_sleep_ms(hold_ms);
 	struct err ignore;
 	while (down-- > 0)
 		if (cu_do(u, "key_up", json_pack("{s:s}", "key", keys[down]), NULL,
@@ -170,7 +161,7 @@ int cu_with_mods(struct cu *u, const char *mods, const char *action, json_t *par
 int cu_screenshot(struct cu *u, const struct cu_result *res, char **b64, struct err *e)
 {
 	if (res->settle && u->settle_ms > 0)
-		cu_sleep_ms(u->settle_ms);
+		clock_sleep_ms(u->settle_ms);
 	json_t *p;
 	if (res->zoom)
 		p = json_pack("{s:i, s:i, s:i, s:i}", "x", res->region[0], "y", res->region[1],
@@ -227,10 +218,8 @@ static int cu_display(struct cu *u, const json_t *body, const struct httpd_reque
 		static const char *const known[] = {"width", "height", NULL};
 		if (params_check_known(d, known, e) < 0 ||
 		    param_need_int(d, "width", 1, CU_COORD_LIMIT, &w, e) < 0 ||
-		    param_need_int(d, "height", 1, CU_COORD_LIMIT, &h, e) < 0) {
-			snprintf(e->param, sizeof e->param, "display");
-			return -1;
-		}
+		    param_need_int(d, "height", 1, CU_COORD_LIMIT, &h, e) < 0)
+			return err_rename_param(e, "display");
 	} else {
 		const char *q = httpd_query(req, "display");
 		if (!q)

@@ -154,7 +154,7 @@ static int mcp_create_computer(const struct mcp_caller *c, const struct mcp_tool
 		snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
 		json_decref(out);
 		out = NULL;
-		rc = core_wait(c->core, id, c->ws, "running", (int)timeout, &out, e);
+		rc = core_wait(c->core, id, c->ws, COMPUTER_RUNNING, (int)timeout, &out, e);
 	}
 	*result = out;
 	return rc;

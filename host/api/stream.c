@@ -17,6 +17,7 @@
 #include "ident.h"
 #include "rfbfilter.h"
 #include "token.h"
+#include "clock.h"
 
 struct streams {
 	struct core *core;
@@ -27,13 +28,6 @@ struct streams {
 	int stream_ttl_max_s, stream_max_s;
 	int per_computer;
 };
-
-static int64_t stream_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static void stream_close_all(void *ctx, const char *id)
 {
@@ -153,7 +147,7 @@ static int stream_check(struct streams *s, struct httpd_request *req, struct htt
 	if (!stream_path_id(req->path, id))
 		return err_set(e, ERR_NOT_FOUND, "no WebSocket endpoint at %.200s", req->path);
 	struct token_claims tc;
-	if (token_verify(s->stream_key, httpd_query(req, "token"), id, stream_now_ms() / 1000, &tc,
+	if (token_verify(s->stream_key, httpd_query(req, "token"), id, clock_wall_ms() / 1000, &tc,
 			 e) < 0)
 		return -1;
 	if (core_stream_target(s->core, id, tc.workspace, tc.issued, t->unix_path,

@@ -19,22 +19,21 @@ struct api_parked {
 	char id[40], ws[40];
 	bool admin;  /* ws NULL: the admin sees every workspace */
 	bool create; /* POST /v1/computers: 201, and an error names the computer */
-	char state[16], stored[16];
+	enum computer_state state, stored;
 	int timeout_s;
 	struct timespec deadline; /* CLOCK_MONOTONIC */
 };
 
 int api_wait_parse(struct httpd_request *req, struct api_wait *w, struct err *e)
 {
-	static const char *const states[] = {"running", "stopped", "deleted", "error", NULL};
-	w->state = httpd_query(req, "wait");
-	bool ok = !w->state;
-	for (int i = 0; w->state && states[i]; i++)
-		ok = ok || strcmp(w->state, states[i]) == 0;
-	if (!ok)
+	const char *q = httpd_query(req, "wait");
+	w->wait = q != NULL;
+	w->state = COMPUTER_RUNNING;
+	if (q && (computer_state_parse(q, &w->state) < 0 ||
+		  (w->state != COMPUTER_RUNNING && w->state != COMPUTER_STOPPED &&
+		   w->state != COMPUTER_DELETED && w->state != COMPUTER_ERROR)))
 		return err_param(e, "wait",
-				 "wait: one of running, stopped, deleted, error, not '%.40s'",
-				 w->state);
+				 "wait: one of running, stopped, deleted, error, not '%.40s'", q);
 	long long timeout = 60;
 	if (api_query_int(req, "timeout_s", 0, 3600, 60, &timeout, e) < 0)
 		return -1;
@@ -53,12 +52,12 @@ static void api_respond_err_id(struct httpd_response *resp, const struct err *e,
 
 /* The answer of a wait that ended: the computer's JSON, or why not. */
 static void api_wait_answer(struct api *a, const struct api_parked *w, bool timed_out,
-			    const char *now, struct httpd_response *resp)
+			    enum computer_state now, struct httpd_response *resp)
 {
 	struct err e = {0};
 	json_t *out = NULL;
 	int rc = timed_out ? err_set(&e, ERR_TIMEOUT, "computer %s is still %s after %d s", w->id,
-				     now, w->timeout_s)
+				     computer_state_name(now), w->timeout_s)
 			   : core_get(a->core, w->id, w->admin ? NULL : w->ws, &out, &e);
 	if (rc == 0)
 		httpd_respond_json(resp, w->create ? 201 : 200, out);
@@ -85,10 +84,10 @@ void *api_waiter(void *arg)
 		struct api_parked **pp = &a->parked;
 		while (*pp) {
 			struct api_parked *w = *pp;
-			char now[16];
+			enum computer_state now;
 			bool over =
 			    stop || httpd_parked_gone(w->hp) ||
-			    core_wait_over(a->core, w->id, w->state, w->stored, now) ||
+			    core_wait_over(a->core, w->id, w->state, w->stored, &now) ||
 			    t.tv_sec > w->deadline.tv_sec ||
 			    (t.tv_sec == w->deadline.tv_sec && t.tv_nsec >= w->deadline.tv_nsec);
 			if (over) {
@@ -103,7 +102,7 @@ void *api_waiter(void *arg)
 		while (ended) {
 			struct api_parked *w = ended;
 			ended = w->next;
-			char now[16];
+			enum computer_state now;
 			struct httpd_response *resp = httpd_parked_response(w->hp);
 			if (stop) {
 				struct err e = {0};
@@ -112,7 +111,7 @@ void *api_waiter(void *arg)
 				httpd_respond_err(resp, &e);
 			} else if (!httpd_parked_gone(w->hp)) {
 				bool reached =
-				    core_wait_over(a->core, w->id, w->state, w->stored, now);
+				    core_wait_over(a->core, w->id, w->state, w->stored, &now);
 				api_wait_answer(a, w, !reached, now, resp);
 			}
 			httpd_parked_done(w->hp);
@@ -128,14 +127,14 @@ void api_answer_wait(struct api *a, struct httpd_request *req, struct httpd_resp
 		     const struct api_wait *wt, const char *id, const char *ws, bool create,
 		     json_t *out)
 {
-	if (!wt->state) {
+	if (!wt->wait) {
 		httpd_respond_json(resp, create ? 201 : 200, out);
 		return;
 	}
 	json_decref(out);
 	struct api_parked *w = calloc(1, sizeof *w);
 	struct err e = {0};
-	char now[16];
+	enum computer_state now;
 	if (!w) {
 		err_set(&e, ERR_INTERNAL, "out of memory");
 		goto fail;
@@ -144,17 +143,15 @@ void api_answer_wait(struct api *a, struct httpd_request *req, struct httpd_resp
 	snprintf(w->ws, sizeof w->ws, "%s", ws ? ws : "");
 	w->admin = !ws;
 	w->create = create;
-	snprintf(w->state, sizeof w->state, "%s", wt->state);
+	w->state = wt->state;
 	w->timeout_s = wt->timeout_s;
 	clock_gettime(CLOCK_MONOTONIC, &w->deadline);
 	w->deadline.tv_sec += wt->timeout_s;
-	if (core_wait_begin(a->core, id, ws, w->stored, &e) < 0)
+	if (core_wait_begin(a->core, id, ws, &w->stored, &e) < 0)
 		goto fail;
-	if (core_wait_over(a->core, id, w->state, w->stored, now) || wt->timeout_s == 0) {
-		api_wait_answer(a, w,
-				strcmp(now, w->state) != 0 && strcmp(now, "error") != 0 &&
-				    strcmp(now, "deleted") != 0,
-				now, resp);
+	bool over = core_wait_over(a->core, id, w->state, w->stored, &now);
+	if (over || wt->timeout_s == 0) {
+		api_wait_answer(a, w, !over, now, resp);
 		free(w);
 		return;
 	}

@@ -197,9 +197,8 @@ int core_byo_admit(struct core *c, const char *authorization, const char *hostna
 		byo_sha256_hex(tok, digest);
 		pthread_mutex_lock(&c->lock);
 		struct core_rt *r = core_rt_find(c, p.machine);
-		bool ok = r && r->byo && strcmp(r->state, "deleting") != 0 &&
-			  strcmp(r->state, "deleted") != 0 &&
-			  CRYPTO_memcmp(r->cred, digest, 64) == 0;
+		bool ok = r && r->byo && r->state != COMPUTER_DELETING &&
+			  r->state != COMPUTER_DELETED && CRYPTO_memcmp(r->cred, digest, 64) == 0;
 		pthread_mutex_unlock(&c->lock);
 		if (!ok)
 			return err_set(
@@ -298,12 +297,12 @@ static int byo_create(struct core *c, const struct store_connect_token *t,
 	sc.metadata = t->metadata ? json_deep_copy(t->metadata) : json_object();
 	if (ident_random_hex(sc.envd_token, 24, e) < 0)
 		goto fail;
-	snprintf(sc.state, sizeof sc.state, "offline");
+	sc.state = COMPUTER_OFFLINE;
 	char secret[33];
 	if (ident_random_hex(secret, 16, e) < 0)
 		goto fail;
 	sc.driver_state = json_pack("{s:s, s:s}", "hostname", p->hostname, "name", t->name);
-	sc.last_activity_ms = core_now_ms();
+	sc.last_activity_ms = clock_wall_ms();
 	struct store_commit how = {.insert = true};
 	if (store_computer_commit(c->store, &sc, &how, e) < 0)
 		goto fail;
@@ -345,27 +344,27 @@ static int byo_listen(const char *path)
 
 /* Moves machine id to state (running: billed at no cost; offline: billing
  * ends), unless it is being deleted. rt->op taken here. */
-static int byo_set_state(struct core *c, const char *id, const char *state, const char *addr,
-			 const char *vnc)
+static int byo_set_state(struct core *c, const char *id, enum computer_state state,
+			 const char *addr, const char *vnc)
 {
 	struct store_computer sc = {0};
 	struct core_rt *rt;
 	if (core_lock_computer(c, id, NULL, &sc, &rt, NULL) < 0)
 		return -1;
 	int rc = -1;
-	if (strcmp(sc.state, "running") == 0 || strcmp(sc.state, "offline") == 0) {
+	if (sc.state == COMPUTER_RUNNING || sc.state == COMPUTER_OFFLINE) {
 		pthread_mutex_lock(&c->lock);
 		snprintf(rt->address, sizeof rt->address, "%s", addr ? addr : "");
 		snprintf(rt->vnc, sizeof rt->vnc, "%s", vnc ? vnc : "");
 		pthread_mutex_unlock(&c->lock);
-		if (strcmp(sc.state, state) == 0)
+		if (sc.state == state)
 			rc = 0;
 		else
 			rc = core_set_state_billed(c, &sc, state, NULL,
-						   strcmp(state, "running") == 0 ? "running" : NULL,
-						   core_now_ms(), NULL);
+						   state == COMPUTER_RUNNING ? "running" : NULL,
+						   clock_wall_ms(), NULL);
 	}
-	if (rc == 0 && strcmp(state, "offline") == 0 && c->close_streams)
+	if (rc == 0 && state == COMPUTER_OFFLINE && c->close_streams)
 		c->close_streams(c->close_streams_ctx, id);
 	pthread_mutex_unlock(&rt->op);
 	store_computer_clear(&sc);
@@ -531,13 +530,13 @@ static void *byo_link_main(void *arg)
 	}
 	if (!ready)
 		mux_stop(me->m);
-	else if (byo_set_state(c, id, "running", addr, vfd >= 0 ? vpath : NULL) < 0)
+	else if (byo_set_state(c, id, COMPUTER_RUNNING, addr, vfd >= 0 ? vpath : NULL) < 0)
 		mux_bye(me->m, "this machine was deleted");
 	else
 		fprintf(stderr, "cubicled: %s: online\n", id);
 	pthread_join(run.th, NULL);
 	const char *why = run.why;
-	byo_set_state(c, id, "offline", NULL, NULL);
+	byo_set_state(c, id, COMPUTER_OFFLINE, NULL, NULL);
 	fprintf(stderr, "cubicled: %s: offline (%s)\n", id, why);
 end:
 	/* Leaves the list last: a newer link of the same machine waits for

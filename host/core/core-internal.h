@@ -1,6 +1,7 @@
 /*
- * What core.c (lifecycle), proxy.c (actions, files, sessions) and pool.c
- * (the warm pool) share.
+ * What core.c (lifecycle), proxy.c (actions, files, the spool, stream
+ * targets), sessions.c (session directories and files), session-disk.c
+ * (each workspace's session disk) and pool.c (the warm pool) share.
  */
 #ifndef CUBICLE_CORE_INTERNAL_H
 #define CUBICLE_CORE_INTERNAL_H
@@ -17,7 +18,8 @@
  * (proxying an action) needs without touching the database. */
 struct core_rt {
 	struct core_rt *next;
-	char id[40], ws[40], kind[16], size[16], state[16];
+	char id[40], ws[40], kind[16], size[16];
+	enum computer_state state;
 	char address[320]; /* envd, "" until started */
 	char vnc[320];	   /* a desktop's RFB socket, "" if none */
 	char token[80];
@@ -62,12 +64,22 @@ struct core {
 	void *close_streams_ctx;
 };
 
+/* A create, parsed and checked once by core_create (the pool takes it as
+ * it is: nothing re-reads the request's JSON). */
+struct core_create_req {
+	/* kind, size, isolation, workspace, width/height, idle_timeout_s,
+	 * metadata (owned), external_workspace_id, session_id */
+	struct store_computer sc;
+	const struct driver_ops *ops; /* the isolation's driver */
+	bool resolution_given;	      /* else the default 1280x800 */
+};
+
 /* pool.c: keeps the warm pool filled (from the ticker) and hands a running
  * desktop out for a create that matches. */
 void pool_tick(struct core *c);
-/* Claims a pool desktop for workspace ws; 1 and *out on success, 0 when none fits. */
-int pool_claim(struct core *c, const char *ws, const char *size, const json_t *params, json_t **out,
-	       struct err *e);
+/* Claims a pool desktop for the parsed create req (a desktop of the default
+ * isolation); 1 and *out on success, 0 when none fits, -1 with e. */
+int pool_claim(struct core *c, const struct core_create_req *req, json_t **out, struct err *e);
 int pool_open(struct core *c, struct err *e);
 void pool_drain(struct core *c);
 
@@ -83,12 +95,19 @@ json_t *core_json_public(const struct store_computer *sc);
 int core_lock_computer(struct core *c, const char *id, const char *ws, struct store_computer *sc,
 		       struct core_rt **rt, struct err *e);
 
-int64_t core_now_ms(void);
+/*
+ * The computers of workspace ws (and of size `size`, unless NULL) whose
+ * state is in the set `states` (COMPUTER_STATE_BIT()s), from the runtime records
+ * (memory only; takes c->lock): how many there are, and the ids of the
+ * first `max` copied into ids (which may be NULL when max is 0).
+ */
+int core_rt_select(struct core *c, const char *ws, const char *size, unsigned states,
+		   char (*ids)[40], int max);
 
 /* core.c, for byo.c: the runtime record of sc (added or refreshed), and a
  * state change with its usage switch (rate_state NULL: billing ends). */
 struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc);
-int core_set_state_billed(struct core *c, struct store_computer *sc, const char *state,
+int core_set_state_billed(struct core *c, struct store_computer *sc, enum computer_state state,
 			  const char *error, const char *rate_state, int64_t at_ms, struct err *e);
 
 /* byo.c: machines you bring. byo_open listens on <state>/byo.sock for the

@@ -24,19 +24,7 @@
 #include "ident.h"
 #include "params.h"
 #include "sizes.h"
-
-int64_t core_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-static void core_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
+#include "clock.h"
 
 static void core_iso8601(int64_t ms, char *out, size_t len)
 {
@@ -57,6 +45,24 @@ struct core_rt *core_rt_find(struct core *c, const char *id)
 	return NULL;
 }
 
+int core_rt_select(struct core *c, const char *ws, const char *size, unsigned states,
+		   char (*ids)[40], int max)
+{
+	int n = 0;
+	pthread_mutex_lock(&c->lock);
+	for (struct core_rt *r = c->rts; r; r = r->next) {
+		if (strcmp(r->ws, ws) != 0 || (size && strcmp(r->size, size) != 0))
+			continue;
+		if (!(states & COMPUTER_STATE_BIT(r->state)))
+			continue;
+		if (n < max)
+			snprintf(ids[n], sizeof ids[n], "%s", r->id);
+		n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
 struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
 {
 	pthread_mutex_lock(&c->lock);
@@ -75,7 +81,7 @@ struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
 	snprintf(r->ws, sizeof r->ws, "%s", sc->workspace);
 	snprintf(r->kind, sizeof r->kind, "%s", sc->kind);
 	snprintf(r->size, sizeof r->size, "%s", sc->size);
-	snprintf(r->state, sizeof r->state, "%s", sc->state);
+	r->state = sc->state;
 	snprintf(r->token, sizeof r->token, "%s", sc->envd_token);
 	r->idle_s = sc->idle_timeout_s;
 	r->byo = core_is_byo(sc);
@@ -83,7 +89,7 @@ struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
 		 r->byo ? json_string_value(json_object_get(sc->driver_state, "credential_sha256"))
 			      ?: ""
 			: "");
-	r->last_activity_ms = sc->last_activity_ms ? sc->last_activity_ms : core_now_ms();
+	r->last_activity_ms = sc->last_activity_ms ? sc->last_activity_ms : clock_wall_ms();
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -117,8 +123,8 @@ json_t *core_json_public(const struct store_computer *sc)
 	json_t *j = json_pack(
 	    "{s:s, s:s, s:s, s:s, s:s, s:s, s:[i,i], s:i, s:O, s:s, s:s?, s:s, s:s, s:s}", "id",
 	    sc->id, "workspace", sc->workspace, "kind", sc->kind, "size", sc->size, "isolation",
-	    sc->isolation, "state", sc->state, "resolution", sc->width, sc->height,
-	    "idle_timeout_s", sc->idle_timeout_s, "metadata",
+	    sc->isolation, "state", computer_state_name(sc->state), "resolution", sc->width,
+	    sc->height, "idle_timeout_s", sc->idle_timeout_s, "metadata",
 	    sc->metadata ? sc->metadata : json_object(), "external_workspace_id",
 	    sc->external_workspace_id, "session", sc->session_id[0] ? sc->session_id : NULL,
 	    "created_at", created, "updated_at", updated, "last_activity_at", active);
@@ -211,19 +217,19 @@ static void core_driver_computer(struct core *c, struct store_computer *sc, stru
  * separates a state change from its billing. Broadcasts. On failure sc
  * keeps its old state.
  */
-static int core_commit(struct core *c, struct store_computer *sc, const char *state,
+static int core_commit(struct core *c, struct store_computer *sc, enum computer_state state,
 		       const char *error, const struct store_commit *how, struct err *e)
 {
-	char old_state[sizeof sc->state], old_error[sizeof sc->error];
+	char old_error[sizeof sc->error];
+	enum computer_state old_state = sc->state;
 	int64_t old_deleted = sc->deleted_ms;
-	memcpy(old_state, sc->state, sizeof old_state);
 	memcpy(old_error, sc->error, sizeof old_error);
-	snprintf(sc->state, sizeof sc->state, "%s", state);
+	sc->state = state;
 	snprintf(sc->error, sizeof sc->error, "%s", error ? error : "");
-	if (strcmp(state, "deleted") == 0)
-		sc->deleted_ms = core_now_ms();
+	if (state == COMPUTER_DELETED)
+		sc->deleted_ms = clock_wall_ms();
 	if (store_computer_commit(c->store, sc, how, e) < 0) {
-		memcpy(sc->state, old_state, sizeof old_state);
+		sc->state = old_state;
 		memcpy(sc->error, old_error, sizeof old_error);
 		sc->deleted_ms = old_deleted;
 		return -1;
@@ -231,20 +237,20 @@ static int core_commit(struct core *c, struct store_computer *sc, const char *st
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
 	if (r)
-		snprintf(r->state, sizeof r->state, "%s", state);
+		r->state = state;
 	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 
-static int core_set_state(struct core *c, struct store_computer *sc, const char *state,
+static int core_set_state(struct core *c, struct store_computer *sc, enum computer_state state,
 			  const char *error, struct err *e)
 {
 	return core_commit(c, sc, state, error, NULL, e);
 }
 
 /* A new state and the usage switch to rate_state (NULL: billing ends) at at_ms, together. */
-int core_set_state_billed(struct core *c, struct store_computer *sc, const char *state,
+int core_set_state_billed(struct core *c, struct store_computer *sc, enum computer_state state,
 			  const char *error, const char *rate_state, int64_t at_ms, struct err *e)
 {
 	struct store_commit how = {.bill = true, .rate_state = rate_state, .at_ms = at_ms};
@@ -254,9 +260,9 @@ int core_set_state_billed(struct core *c, struct store_computer *sc, const char 
 /* Polls envd's /health until it says ready (the desktop is usable). */
 static int core_wait_ready(struct core *c, const char *address, const char *token, struct err *e)
 {
-	int64_t until = core_now_ms() + (int64_t)c->cfg.ready_timeout_s * 1000;
+	int64_t until = clock_wall_ms() + (int64_t)c->cfg.ready_timeout_s * 1000;
 	struct err last = {0};
-	while (core_now_ms() < until) {
+	while (clock_wall_ms() < until) {
 		struct envd_reply r;
 		if (envd_health(address, token, 2000, &r, &last) == 0 && r.status == 200) {
 			json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
@@ -268,7 +274,7 @@ static int core_wait_ready(struct core *c, const char *address, const char *toke
 		} else {
 			envd_reply_free(&r);
 		}
-		core_sleep_ms(25);
+		clock_sleep_ms(25);
 	}
 	return err_set(e, ERR_TIMEOUT, "the computer did not become ready in %d s%s%s",
 		       c->cfg.ready_timeout_s, last.message[0] ? ": " : "", last.message);
@@ -316,19 +322,20 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 		ops->stop(&dc, &ignore);
 		/* A computer in error is not billed (a failed start ends the
 		 * stopped rate too). */
-		core_set_state_billed(c, sc, "error", de.message, NULL, core_now_ms(), NULL);
+		core_set_state_billed(c, sc, COMPUTER_ERROR, de.message, NULL, clock_wall_ms(),
+				      NULL);
 		if (e)
 			*e = de;
 		return -1;
 	}
-	int64_t now = core_now_ms();
+	int64_t now = clock_wall_ms();
 	sc->last_activity_ms = now;
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
 	if (r)
 		r->last_activity_ms = now;
 	pthread_mutex_unlock(&c->lock);
-	return core_set_state_billed(c, sc, "running", NULL, "running", now, e);
+	return core_set_state_billed(c, sc, COMPUTER_RUNNING, NULL, "running", now, e);
 }
 
 /* ---- background operations ------------------------------------------------------ */
@@ -354,9 +361,9 @@ static void *core_job_main(void *arg)
 	if (r) {
 		pthread_mutex_lock(&r->op);
 		if (store_computer_get(c->store, j->id, NULL, &sc, NULL) == 0) {
-			if (j->kind == JOB_BOOT && strcmp(sc.state, "provisioning") == 0)
+			if (j->kind == JOB_BOOT && sc.state == COMPUTER_PROVISIONING)
 				core_boot(c, &sc, true, NULL);
-			else if (j->kind == JOB_STOP && strcmp(sc.state, "running") == 0) {
+			else if (j->kind == JOB_STOP && sc.state == COMPUTER_RUNNING) {
 				/* Past the workspace's stopped limit an idle desktop
 				 * stays running (max_running still bounds it); the
 				 * ticker tries again after another idle timeout. */
@@ -364,9 +371,9 @@ static void *core_job_main(void *arg)
 				if (core_do_stop(c, &sc, &se) < 0)
 					fprintf(stderr, "cubicled: %s idle: not stopped: %s\n",
 						j->id, se.message);
-			} else if (j->kind == JOB_DELETE && strcmp(sc.state, "deleted") != 0)
+			} else if (j->kind == JOB_DELETE && sc.state != COMPUTER_DELETED)
 				core_do_delete(c, &sc, NULL);
-			else if (j->kind == JOB_DEAD && strcmp(sc.state, "running") == 0)
+			else if (j->kind == JOB_DEAD && sc.state == COMPUTER_RUNNING)
 				core_do_dead(c, &sc);
 		}
 		store_computer_clear(&sc);
@@ -418,13 +425,13 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	 * transaction, so concurrent stops never pass it together. */
 	struct store_commit how = {.bill = true,
 				   .rate_state = "stopped",
-				   .at_ms = core_now_ms(),
+				   .at_ms = clock_wall_ms(),
 				   .stopped_limit = core_stopped_limit(c, sc->workspace)};
-	if (core_commit(c, sc, "stopping", NULL, &how, e) < 0)
+	if (core_commit(c, sc, COMPUTER_STOPPING, NULL, &how, e) < 0)
 		return -1;
 	struct err de = {0};
 	if (core_ops(sc)->stop(&dc, &de) < 0) {
-		core_set_state(c, sc, "error", de.message, NULL);
+		core_set_state(c, sc, COMPUTER_ERROR, de.message, NULL);
 		if (e)
 			*e = de;
 		return -1;
@@ -434,7 +441,7 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	if (r)
 		r->address[0] = r->vnc[0] = 0;
 	pthread_mutex_unlock(&c->lock);
-	return core_set_state(c, sc, "stopped", NULL, e);
+	return core_set_state(c, sc, COMPUTER_STOPPED, NULL, e);
 }
 
 static int core_do_delete(struct core *c, struct store_computer *sc, struct err *e)
@@ -444,7 +451,7 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
-	if (core_set_state_billed(c, sc, "deleting", NULL, NULL, core_now_ms(), e) < 0)
+	if (core_set_state_billed(c, sc, COMPUTER_DELETING, NULL, NULL, clock_wall_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
 	if (core_is_byo(sc)) {
@@ -455,13 +462,13 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 		snprintf(io, sizeof io, "%s/io", p.dir);
 		rmdir(io);
 	} else if (core_ops(sc)->destroy(&dc, &de) < 0) {
-		core_set_state(c, sc, "error", de.message, NULL);
+		core_set_state(c, sc, COMPUTER_ERROR, de.message, NULL);
 		if (e)
 			*e = de;
 		return -1;
 	}
 	rmdir(p.dir);
-	return core_set_state(c, sc, "deleted", NULL, e);
+	return core_set_state(c, sc, COMPUTER_DELETED, NULL, e);
 }
 
 /*
@@ -481,7 +488,7 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 		c->close_streams(c->close_streams_ctx, sc->id);
 	/* Billing ends now; it is written with the error state below (a crash
 	 * in between is finished by recovery, which ends it at the last tick). */
-	int64_t end = core_now_ms();
+	int64_t end = clock_wall_ms();
 	struct err ignore;
 	ops->stop(&dc, &ignore);
 	pthread_mutex_lock(&c->lock);
@@ -494,7 +501,7 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 		 "its %s ended while it was running (killed from outside or crashed)",
 		 ops->processes);
 	fprintf(stderr, "cubicled: %s: %s\n", sc->id, why);
-	core_set_state_billed(c, sc, "error", why, NULL, end, NULL);
+	core_set_state_billed(c, sc, COMPUTER_ERROR, why, NULL, end, NULL);
 }
 
 /* Queues core_do_dead for every running computer whose processes are gone.
@@ -505,7 +512,7 @@ static void core_check_alive(struct core *c)
 	int n = 0;
 	pthread_mutex_lock(&c->lock);
 	for (struct core_rt *r = c->rts; r && n < 64; r = r->next)
-		if (strcmp(r->state, "running") == 0 && !r->byo)
+		if (r->state == COMPUTER_RUNNING && !r->byo)
 			running[n++] = r; /* records live until core_close */
 	pthread_mutex_unlock(&c->lock);
 	for (int i = 0; i < n; i++) {
@@ -514,7 +521,7 @@ static void core_check_alive(struct core *c)
 		struct store_computer sc = {0};
 		bool dead = false;
 		if (store_computer_get(c->store, running[i]->id, NULL, &sc, NULL) == 0 &&
-		    strcmp(sc.state, "running") == 0) {
+		    sc.state == COMPUTER_RUNNING) {
 			struct core_paths p;
 			struct driver_computer dc;
 			core_driver_computer(c, &sc, &p, &dc);
@@ -567,7 +574,15 @@ int core_stopped_limit(struct core *c, const char *ws)
 	return c->cfg.default_max_stopped;
 }
 
-int core_create(struct core *c, const char *ws, const json_t *params, json_t **out, struct err *e)
+/*
+ * Parses and checks a create's parameters into req (its sc->metadata owned:
+ * store_computer_clear(&req->sc)): kind, size, isolation (a registered driver
+ * that runs here), workspace (the key's, or the admin's choice; it must
+ * exist), resolution, idle timeout, metadata, external id and session (its
+ * directory made). Nothing is stored or started.
+ */
+static int core_create_parse(struct core *c, const char *ws, const json_t *params,
+			     struct core_create_req *req, struct err *e)
 {
 	static const char *const known[] = {"kind",	  "size",
 					    "isolation",  "workspace",
@@ -577,33 +592,34 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	static const char *const kinds[] = {"desktop", "sandbox", NULL};
 	if (params_check_known(params, known, e) < 0)
 		return -1;
-	struct store_computer sc = {0};
+	memset(req, 0, sizeof *req);
+	struct store_computer *sc = &req->sc;
 	int kind = 0;
 	if (param_enum(params, "kind", kinds, &kind, e) < 0)
 		return -1;
-	snprintf(sc.kind, sizeof sc.kind, "%s", kinds[kind]);
+	snprintf(sc->kind, sizeof sc->kind, "%s", kinds[kind]);
 	const char *size = NULL;
 	if (param_str(params, "size", &size, e) < 0)
 		return -1;
-	const struct size *sz = size_find(sc.kind, size, e);
+	const struct size *sz = size_find(sc->kind, size, e);
 	if (!sz)
 		return -1;
-	snprintf(sc.size, sizeof sc.size, "%s", sz->name);
+	snprintf(sc->size, sizeof sc->size, "%s", sz->name);
 	const char *isolation = NULL;
 	if (param_str(params, "isolation", &isolation, e) < 0)
 		return -1;
-	const struct driver_ops *ops = isolation ? driver_find(isolation) : driver_default();
-	if (!ops) {
+	req->ops = isolation ? driver_find(isolation) : driver_default();
+	if (!req->ops) {
 		char names[256];
 		driver_names(", ", names, sizeof names);
 		return err_param(e, "isolation", "isolation: '%.64s' is not one of: %s", isolation,
 				 names);
 	}
-	if (driver_why(ops)[0])
+	if (driver_why(req->ops)[0])
 		return err_param(e, "isolation",
-				 "isolation: '%s' is not available on this host: %s", ops->name,
-				 driver_why(ops));
-	snprintf(sc.isolation, sizeof sc.isolation, "%s", ops->name);
+				 "isolation: '%s' is not available on this host: %s",
+				 req->ops->name, driver_why(req->ops));
+	snprintf(sc->isolation, sizeof sc->isolation, "%s", req->ops->name);
 	const char *wsp = NULL;
 	if (param_str(params, "workspace", &wsp, e) < 0)
 		return -1;
@@ -615,12 +631,13 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	struct store_workspace w;
 	if (store_workspace_get(c->store, ws ? ws : wsp, &w, NULL) < 0)
 		return err_param(e, "workspace", "workspace: no workspace %s", ws ? ws : wsp);
-	snprintf(sc.workspace, sizeof sc.workspace, "%s", w.id);
-	sc.width = 1280;
-	sc.height = 800;
+	snprintf(sc->workspace, sizeof sc->workspace, "%s", w.id);
+	sc->width = 1280;
+	sc->height = 800;
 	json_t *res = NULL;
 	if (param_array(params, "resolution", &res, e) < 0)
 		return -1;
+	req->resolution_given = res != NULL;
 	if (res) {
 		json_t *rw = json_array_get(res, 0), *rh = json_array_get(res, 1);
 		if (json_array_size(res) != 2 || !json_is_integer(rw) || !json_is_integer(rh) ||
@@ -628,36 +645,48 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 		    json_integer_value(rh) < 240 || json_integer_value(rh) > 2160)
 			return err_param(e, "resolution",
 					 "resolution: [width, height] within 320x240..3840x2160");
-		sc.width = (int)json_integer_value(rw);
-		sc.height = (int)json_integer_value(rh);
+		sc->width = (int)json_integer_value(rw);
+		sc->height = (int)json_integer_value(rh);
 	}
 	long long idle = c->cfg.default_idle_s;
 	if (param_int(params, "idle_timeout_s", 10, 7 * 86400, &idle, e) < 0)
 		return -1;
-	sc.idle_timeout_s = (int)idle;
+	sc->idle_timeout_s = (int)idle;
 	json_t *meta = NULL;
 	if (param_object(params, "metadata", &meta, e) < 0)
 		return -1;
-	sc.metadata = meta ? json_deep_copy(meta) : json_object();
+	sc->metadata = meta ? json_deep_copy(meta) : json_object();
 	const char *ext = NULL, *session = NULL;
 	if (param_str(params, "external_workspace_id", &ext, e) < 0 ||
 	    param_str(params, "session", &session, e) < 0)
 		goto fail;
-	if (ext && strlen(ext) >= sizeof sc.external_workspace_id) {
+	if (ext && strlen(ext) >= sizeof sc->external_workspace_id) {
 		err_param(e, "external_workspace_id", "external_workspace_id: at most 127 bytes");
 		goto fail;
 	}
-	snprintf(sc.external_workspace_id, sizeof sc.external_workspace_id, "%s", ext ? ext : "");
+	snprintf(sc->external_workspace_id, sizeof sc->external_workspace_id, "%s", ext ? ext : "");
 	if (session) {
 		char dir[512];
-		if (core_session_dir_for(c, sc.workspace, session, dir, sizeof dir, e) < 0)
+		if (core_session_dir_for(c, sc->workspace, session, dir, sizeof dir, e) < 0)
 			goto fail;
-		snprintf(sc.session_id, sizeof sc.session_id, "%s", session);
+		snprintf(sc->session_id, sizeof sc->session_id, "%s", session);
 	}
+	return 0;
+fail:
+	store_computer_clear(sc);
+	return -1;
+}
+
+int core_create(struct core *c, const char *ws, const json_t *params, json_t **out, struct err *e)
+{
+	struct core_create_req req;
+	if (core_create_parse(c, ws, params, &req, e) < 0)
+		return -1;
+	struct store_computer sc = req.sc;
 	/* The pool's desktops have the default isolation. */
-	if (strcmp(sc.kind, "desktop") == 0 && ops == driver_default() &&
+	if (strcmp(sc.kind, "desktop") == 0 && req.ops == driver_default() &&
 	    !core_ws_egress(c, sc.workspace)) {
-		int claimed = pool_claim(c, sc.workspace, sc.size, params, out, e);
+		int claimed = pool_claim(c, &req, out, e);
 		if (claimed != 0) {
 			store_computer_clear(&sc);
 			return claimed < 0 ? -1 : 0;
@@ -665,9 +694,9 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	}
 	if (ident_random_hex(sc.envd_token, 24, e) < 0)
 		goto fail;
-	snprintf(sc.state, sizeof sc.state, "provisioning");
+	sc.state = COMPUTER_PROVISIONING;
 	sc.driver_state = json_object();
-	sc.last_activity_ms = core_now_ms();
+	sc.last_activity_ms = clock_wall_ms();
 	/* The workspace's limit is checked in the insert's transaction: two
 	 * creates at once cannot both take the last place. */
 	struct store_commit how = {.insert = true, .limit = core_limit(c, sc.workspace)};
@@ -726,11 +755,11 @@ int core_stop(struct core *c, const char *id, const char *ws, json_t **out, stru
 			     "computer %s is a machine you brought: it is yours to power (DELETE "
 			     "disconnects it)",
 			     id);
-	else if (strcmp(sc.state, "running") == 0)
+	else if (sc.state == COMPUTER_RUNNING)
 		rc = core_do_stop(c, &sc, e);
-	else if (strcmp(sc.state, "stopped") != 0)
+	else if (sc.state != COMPUTER_STOPPED)
 		rc = err_set(e, ERR_CONFLICT, "computer %s is %s; only a running computer stops",
-			     id, sc.state);
+			     id, computer_state_name(sc.state));
 	if (rc == 0)
 		*out = core_json_public(&sc);
 	pthread_mutex_unlock(&rt->op);
@@ -750,14 +779,14 @@ int core_start(struct core *c, const char *id, const char *ws, json_t **out, str
 			     "computer %s is a machine you brought: it is yours to power; it is "
 			     "running whenever its envd is connected",
 			     id);
-	} else if (strcmp(sc.state, "stopped") == 0) {
+	} else if (sc.state == COMPUTER_STOPPED) {
 		struct store_commit how = {.limit = core_limit(c, sc.workspace)};
-		rc = core_commit(c, &sc, "starting", NULL, &how, e);
+		rc = core_commit(c, &sc, COMPUTER_STARTING, NULL, &how, e);
 		if (rc == 0)
 			rc = core_boot(c, &sc, false, e);
-	} else if (strcmp(sc.state, "running") != 0) {
+	} else if (sc.state != COMPUTER_RUNNING) {
 		rc = err_set(e, ERR_CONFLICT, "computer %s is %s; only a stopped computer starts",
-			     id, sc.state);
+			     id, computer_state_name(sc.state));
 	}
 	if (rc == 0)
 		*out = core_json_public(&sc);
@@ -773,7 +802,7 @@ int core_delete(struct core *c, const char *id, const char *ws, json_t **out, st
 	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
 		return -1;
 	int rc = 0;
-	if (strcmp(sc.state, "deleted") != 0)
+	if (sc.state != COMPUTER_DELETED)
 		rc = core_do_delete(c, &sc, e);
 	if (rc == 0)
 		*out = core_json_public(&sc);
@@ -782,8 +811,15 @@ int core_delete(struct core *c, const char *id, const char *ws, json_t **out, st
 	return rc;
 }
 
-int core_wait(struct core *c, const char *id, const char *ws, const char *state, int timeout_s,
-	      json_t **out, struct err *e)
+/* Whether a wait for `state` is over in state `now` (error and deleted end
+ * every wait). */
+static bool core_wait_done(enum computer_state now, enum computer_state state)
+{
+	return now == state || now == COMPUTER_ERROR || now == COMPUTER_DELETED;
+}
+
+int core_wait(struct core *c, const char *id, const char *ws, enum computer_state state,
+	      int timeout_s, json_t **out, struct err *e)
 {
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
@@ -794,15 +830,14 @@ int core_wait(struct core *c, const char *id, const char *ws, const char *state,
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		struct core_rt *r = core_rt_find(c, id);
-		const char *now = r ? r->state : sc.state;
-		if (strcmp(now, state) == 0 || strcmp(now, "error") == 0 ||
-		    strcmp(now, "deleted") == 0)
+		enum computer_state now = r ? r->state : sc.state;
+		if (core_wait_done(now, state))
 			break;
 		if (pthread_cond_timedwait(&c->changed, &c->lock, &until) == ETIMEDOUT) {
 			pthread_mutex_unlock(&c->lock);
 			store_computer_clear(&sc);
 			return err_set(e, ERR_TIMEOUT, "computer %s is still %s after %d s", id,
-				       now, timeout_s);
+				       computer_state_name(now), timeout_s);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -810,24 +845,25 @@ int core_wait(struct core *c, const char *id, const char *ws, const char *state,
 	return core_get(c, id, ws, out, e);
 }
 
-int core_wait_begin(struct core *c, const char *id, const char *ws, char stored[16], struct err *e)
+int core_wait_begin(struct core *c, const char *id, const char *ws, enum computer_state *stored,
+		    struct err *e)
 {
 	struct store_computer sc = {0};
 	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
 		return -1;
-	snprintf(stored, 16, "%s", sc.state);
+	*stored = sc.state;
 	store_computer_clear(&sc);
 	return 0;
 }
 
-bool core_wait_over(struct core *c, const char *id, const char *state, const char *stored,
-		    char now[16])
+bool core_wait_over(struct core *c, const char *id, enum computer_state state,
+		    enum computer_state stored, enum computer_state *now)
 {
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
-	snprintf(now, 16, "%s", r ? r->state : stored);
+	*now = r ? r->state : stored;
 	pthread_mutex_unlock(&c->lock);
-	return strcmp(now, state) == 0 || strcmp(now, "error") == 0 || strcmp(now, "deleted") == 0;
+	return core_wait_done(*now, state);
 }
 
 void core_await_change(struct core *c, int timeout_ms)
@@ -910,13 +946,15 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 
 char *core_metrics(struct core *c)
 {
-	static const char *const states[] = {"provisioning", "starting", "running", "stopping",
-					     "stopped",	     "deleting", "error",   "offline"};
+	/* In this order on /metrics (deleted computers are not counted). */
+	static const enum computer_state states[] = {
+	    COMPUTER_PROVISIONING, COMPUTER_STARTING, COMPUTER_RUNNING, COMPUTER_STOPPING,
+	    COMPUTER_STOPPED,	   COMPUTER_DELETING, COMPUTER_ERROR,	COMPUTER_OFFLINE};
 	int counts[8] = {0};
 	pthread_mutex_lock(&c->lock);
 	for (struct core_rt *r = c->rts; r; r = r->next)
 		for (int i = 0; i < 8; i++)
-			if (strcmp(r->state, states[i]) == 0)
+			if (r->state == states[i])
 				counts[i]++;
 	uint64_t actions = c->actions_total, errors = c->action_errors_total;
 	pthread_mutex_unlock(&c->lock);
@@ -928,7 +966,8 @@ char *core_metrics(struct core *c)
 	fprintf(f,
 		"# HELP cubicle_computers Computers by state.\n# TYPE cubicle_computers gauge\n");
 	for (int i = 0; i < 7; i++)
-		fprintf(f, "cubicle_computers{state=\"%s\"} %d\n", states[i], counts[i]);
+		fprintf(f, "cubicle_computers{state=\"%s\"} %d\n", computer_state_name(states[i]),
+			counts[i]);
 	fprintf(f,
 		"# HELP cubicle_actions_total Actions proxied to computers.\n"
 		"# TYPE cubicle_actions_total counter\ncubicle_actions_total %llu\n",
@@ -945,7 +984,7 @@ char *core_metrics(struct core *c)
 
 static void core_tick(struct core *c)
 {
-	int64_t now = core_now_ms();
+	int64_t now = clock_wall_ms();
 	store_usage_tick(c->store, now, NULL);
 	struct {
 		char id[40];
@@ -969,7 +1008,7 @@ static void core_tick(struct core *c)
 		}
 		if (r->viewers > 0)
 			r->last_activity_ms = now; /* someone is watching: not idle */
-		if (strcmp(r->state, "running") == 0 && r->idle_s > 0 &&
+		if (r->state == COMPUTER_RUNNING && r->idle_s > 0 &&
 		    now - r->last_activity_ms > (int64_t)r->idle_s * 1000 && nidle < 32) {
 			snprintf(idle[nidle].id, sizeof idle[0].id, "%s", r->id);
 			/* Desktops keep their state; sandboxes are throwaway. */
@@ -1011,27 +1050,37 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 	core_driver_computer(c, sc, &p, &dc);
 	const struct driver_ops *ops = core_ops(sc);
 	struct core_rt *r = core_rt_add(c, sc);
-	const char *s = sc->state;
+	enum computer_state s = sc->state;
 	if (core_is_byo(sc)) {
 		/* A machine you bring is offline until its envd reconnects. */
-		if (strcmp(s, "deleting") == 0)
-			core_set_state(c, sc, "deleted", NULL, NULL);
-		else if (strcmp(s, "running") == 0)
-			core_set_state_billed(c, sc, "offline", NULL, NULL, core_now_ms(), NULL);
+		if (s == COMPUTER_DELETING)
+			core_set_state(c, sc, COMPUTER_DELETED, NULL, NULL);
+		else if (s == COMPUTER_RUNNING)
+			core_set_state_billed(c, sc, COMPUTER_OFFLINE, NULL, NULL, clock_wall_ms(),
+					      NULL);
 		return;
 	}
-	if (strcmp(s, "deleting") == 0) {
+	switch (s) {
+	case COMPUTER_DELETING:
 		core_do_delete(c, sc, NULL);
 		return;
-	}
-	if (strcmp(s, "stopping") == 0) {
+	case COMPUTER_STOPPING: {
 		struct err ignore;
 		ops->stop(&dc, &ignore);
-		core_set_state(c, sc, "stopped", NULL, NULL);
+		core_set_state(c, sc, COMPUTER_STOPPED, NULL, NULL);
 		return;
 	}
-	if (strcmp(s, "running") == 0 || strcmp(s, "provisioning") == 0 ||
-	    strcmp(s, "starting") == 0) {
+	case COMPUTER_RUNNING:
+	case COMPUTER_PROVISIONING:
+	case COMPUTER_STARTING:
+		break;
+	case COMPUTER_STOPPED:
+	case COMPUTER_DELETED:
+	case COMPUTER_ERROR:
+	case COMPUTER_OFFLINE: /* only machines you bring, handled above */
+		return;	       /* nothing runs: nothing to adopt or clean up */
+	}
+	{
 		char address[320];
 		if (ops->alive(&dc) && ops->envd_address(&dc, address, sizeof address, NULL) == 0) {
 			if (r) {
@@ -1039,20 +1088,21 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 				core_rt_addresses(ops, r, &dc, address);
 				pthread_mutex_unlock(&c->lock);
 			}
-			if (strcmp(s, "running") != 0) {
+			if (s != COMPUTER_RUNNING) {
 				/* It came up while we were down: bill from now on. */
-				core_set_state_billed(c, sc, "running", NULL, "running",
-						      core_now_ms(), NULL);
+				core_set_state_billed(c, sc, COMPUTER_RUNNING, NULL, "running",
+						      clock_wall_ms(), NULL);
 			}
 			fprintf(stderr, "cubicled: adopted %s (running)\n", sc->id);
 			return;
 		}
 		char why[200];
 		snprintf(why, sizeof why,
-			 "its processes were gone when cubicled restarted (it was %s)", s);
+			 "its processes were gone when cubicled restarted (it was %s)",
+			 computer_state_name(s));
 		struct err ignore;
 		ops->stop(&dc, &ignore);
-		core_set_state(c, sc, "error", why, NULL);
+		core_set_state(c, sc, COMPUTER_ERROR, why, NULL);
 		fprintf(stderr, "cubicled: %s: %s\n", sc->id, why);
 	}
 }
@@ -1078,8 +1128,8 @@ static int core_recover(struct core *c, struct err *e)
 		bool alive = false;
 		for (size_t i = 0; i < n; i++)
 			if (strcmp(all[i].id, segs[s].computer) == 0)
-				alive = strcmp(all[i].state, "running") == 0 ||
-					strcmp(all[i].state, "stopped") == 0;
+				alive = all[i].state == COMPUTER_RUNNING ||
+					all[i].state == COMPUTER_STOPPED;
 		if (!alive)
 			store_usage_switch(c->store, segs[s].computer, "", "", NULL, segs[s].end_ms,
 					   NULL);
@@ -1095,9 +1145,10 @@ static int core_recover(struct core *c, struct err *e)
 	if (store_usage_open_segments(c->store, &segs, &nsegs, e) < 0)
 		nsegs = 0;
 	for (size_t i = 0; i < n; i++) {
-		const char *st = all[i].state;
-		if (strcmp(st, "running") != 0 && strcmp(st, "stopped") != 0)
+		if (all[i].state != COMPUTER_RUNNING && all[i].state != COMPUTER_STOPPED)
 			continue;
+		/* The billing rate is named like the state it bills. */
+		const char *st = computer_state_name(all[i].state);
 		bool open = false;
 		for (size_t s = 0; s < nsegs && !open; s++)
 			open = strcmp(segs[s].computer, all[i].id) == 0;
@@ -1105,7 +1156,7 @@ static int core_recover(struct core *c, struct err *e)
 		if (open || store_usage_last_end(c->store, all[i].id, &from, NULL) < 0)
 			continue;
 		if (from <= 0)
-			from = core_now_ms();
+			from = clock_wall_ms();
 		fprintf(stderr, "cubicled: %s: %s with no open usage segment: billed from %lld\n",
 			all[i].id, st, (long long)from);
 		store_usage_switch(c->store, all[i].id, all[i].workspace, all[i].size, st, from,
@@ -1116,7 +1167,7 @@ static int core_recover(struct core *c, struct err *e)
 	free(all);
 	free(segs);
 	/* The survivors ran (or stayed stopped) while we were down: count it. */
-	return store_usage_tick(c->store, core_now_ms(), e);
+	return store_usage_tick(c->store, clock_wall_ms(), e);
 }
 
 /* A stream revocation kept in the store: back on the computer's record. */
@@ -1162,7 +1213,7 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	mkdir(dir, 0711);
 	drivers_probe();
 	if (core_recover(c, e) < 0 ||
-	    store_stream_revocations(store, core_now_ms(), core_revoked_load, c, e) < 0 ||
+	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||
 	    pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])

@@ -75,8 +75,8 @@ int core_delete(struct core *c, const char *id, const char *ws, json_t **out, st
 
 /* Waits until the computer is in `state` (or error/deleted, which end the
  * wait too) for up to timeout_s; *out is its JSON then. ERR_TIMEOUT else. */
-int core_wait(struct core *c, const char *id, const char *ws, const char *state, int timeout_s,
-	      json_t **out, struct err *e);
+int core_wait(struct core *c, const char *id, const char *ws, enum computer_state state,
+	      int timeout_s, json_t **out, struct err *e);
 
 /*
  * core_wait in pieces, for a caller that waits without a thread per wait
@@ -87,9 +87,10 @@ int core_wait(struct core *c, const char *id, const char *ws, const char *state,
  * core_await_change blocks until the next state change of any computer or
  * timeout_ms, whichever first (it may return early).
  */
-int core_wait_begin(struct core *c, const char *id, const char *ws, char stored[16], struct err *e);
-bool core_wait_over(struct core *c, const char *id, const char *state, const char *stored,
-		    char now[16]);
+int core_wait_begin(struct core *c, const char *id, const char *ws, enum computer_state *stored,
+		    struct err *e);
+bool core_wait_over(struct core *c, const char *id, enum computer_state state,
+		    enum computer_state stored, enum computer_state *now);
 void core_await_change(struct core *c, int timeout_ms);
 
 /* Proxies an action to the computer's envd; counts as activity. A display

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "sizes.h"
+#include "clock.h"
 
 #define POOL_WORKSPACE "cubicle-warm-pool"
 
@@ -67,15 +68,9 @@ void pool_tick(struct core *c)
 		int want = pool_want(c, sizes[s]);
 		if (want == 0)
 			continue;
-		int have = 0;
-		pthread_mutex_lock(&c->lock);
-		for (struct core_rt *r = c->rts; r; r = r->next)
-			if (strcmp(r->ws, c->pool_ws) == 0 && strcmp(r->size, sizes[s]) == 0 &&
-			    (strcmp(r->state, "provisioning") == 0 ||
-			     strcmp(r->state, "running") == 0))
-				have++;
-		pthread_mutex_unlock(&c->lock);
-		if (have >= want)
+		unsigned live = COMPUTER_STATE_BIT(COMPUTER_PROVISIONING) |
+				COMPUTER_STATE_BIT(COMPUTER_RUNNING);
+		if (core_rt_select(c, c->pool_ws, sizes[s], live, NULL, 0) >= want)
 			continue;
 		json_t *params =
 		    json_pack("{s:s, s:s, s:s, s:i}", "kind", "desktop", "size", sizes[s],
@@ -90,22 +85,18 @@ void pool_tick(struct core *c)
 	}
 }
 
-int pool_claim(struct core *c, const char *ws, const char *size, const json_t *params, json_t **out,
-	       struct err *e)
+int pool_claim(struct core *c, const struct core_create_req *req, json_t **out, struct err *e)
 {
-	if (!c->pool_ws[0] || strcmp(ws, c->pool_ws) == 0 || json_object_get(params, "session") ||
-	    json_object_get(params, "resolution"))
+	unsigned running = COMPUTER_STATE_BIT(COMPUTER_RUNNING);
+	const char *ws = req->sc.workspace;
+	if (!c->pool_ws[0] || strcmp(ws, c->pool_ws) == 0 || req->sc.session_id[0] ||
+	    req->resolution_given)
 		return 0;
 	for (int attempt = 0; attempt < 4; attempt++) {
-		char id[40] = "";
-		pthread_mutex_lock(&c->lock);
-		for (struct core_rt *r = c->rts; r && !id[0]; r = r->next)
-			if (strcmp(r->ws, c->pool_ws) == 0 && strcmp(r->size, size) == 0 &&
-			    strcmp(r->state, "running") == 0)
-				snprintf(id, sizeof id, "%s", r->id);
-		pthread_mutex_unlock(&c->lock);
-		if (!id[0])
+		char ids[1][40];
+		if (core_rt_select(c, c->pool_ws, req->sc.size, running, ids, 1) == 0)
 			return 0;
+		const char *id = ids[0];
 		struct store_computer sc = {0};
 		if (store_computer_get(c->store, id, NULL, &sc, NULL) < 0)
 			continue;
@@ -118,23 +109,18 @@ int pool_claim(struct core *c, const char *ws, const char *size, const json_t *p
 		}
 		store_computer_clear(&sc);
 		if (store_computer_get(c->store, id, NULL, &sc, NULL) < 0 ||
-		    strcmp(sc.workspace, c->pool_ws) != 0 || strcmp(sc.state, "running") != 0) {
+		    strcmp(sc.workspace, c->pool_ws) != 0 || sc.state != COMPUTER_RUNNING) {
 			pthread_mutex_unlock(&r->op);
 			store_computer_clear(&sc);
 			continue;
 		}
-		int64_t now = core_now_ms();
+		int64_t now = clock_wall_ms();
 		snprintf(sc.workspace, sizeof sc.workspace, "%s", ws);
-		json_t *meta = json_object_get(params, "metadata");
 		json_decref(sc.metadata);
-		sc.metadata = json_is_object(meta) ? json_deep_copy(meta) : json_object();
-		const char *ext =
-		    json_string_value(json_object_get(params, "external_workspace_id"));
+		sc.metadata = json_deep_copy(req->sc.metadata);
 		snprintf(sc.external_workspace_id, sizeof sc.external_workspace_id, "%s",
-			 ext ? ext : "");
-		json_t *idle = json_object_get(params, "idle_timeout_s");
-		sc.idle_timeout_s =
-		    json_is_integer(idle) ? (int)json_integer_value(idle) : c->cfg.default_idle_s;
+			 req->sc.external_workspace_id);
+		sc.idle_timeout_s = req->sc.idle_timeout_s;
 		sc.last_activity_ms = now;
 		/* The move and the bill's switch to the workspace are one
 		 * transaction, with the workspace's limit checked in it. */
@@ -165,14 +151,12 @@ void pool_drain(struct core *c)
 	if (!c->pool_ws[0])
 		return;
 	for (;;) {
-		char id[40] = "";
-		pthread_mutex_lock(&c->lock);
-		for (struct core_rt *r = c->rts; r && !id[0]; r = r->next)
-			if (strcmp(r->ws, c->pool_ws) == 0 && strcmp(r->state, "deleted") != 0)
-				snprintf(id, sizeof id, "%s", r->id);
-		pthread_mutex_unlock(&c->lock);
-		if (!id[0])
+		unsigned undeleted =
+		    ((1u << COMPUTER_STATES) - 1) & ~COMPUTER_STATE_BIT(COMPUTER_DELETED);
+		char ids[1][40];
+		if (core_rt_select(c, c->pool_ws, NULL, undeleted, ids, 1) == 0)
 			return;
+		const char *id = ids[0];
 		json_t *out = NULL;
 		struct err e = {0};
 		if (core_delete(c, id, c->pool_ws, &out, &e) < 0) {

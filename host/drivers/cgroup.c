@@ -10,6 +10,7 @@
  * say) says exactly which.
  */
 #include "cgroup.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -116,6 +117,19 @@ static void cgroup_add_dir(struct cgroup_set *s, const char *mount, const char *
 int cgroup_locate(const char *id, struct cgroup_set *out, struct err *e)
 {
 	return cgroup_locate_in("/proc/self/mountinfo", id, out, e);
+}
+
+bool cgroup_usable(char *why, size_t len)
+{
+	struct cgroup_set cg;
+	struct err e;
+	if (cgroup_locate("probe", &cg, &e) < 0) {
+		snprintf(why, len, "%s", e.message);
+		return false;
+	}
+	if (why && len)
+		why[0] = '\0';
+	return true;
 }
 
 int cgroup_locate_in(const char *mountinfo, const char *id, struct cgroup_set *out, struct err *e)
@@ -359,12 +373,6 @@ static void cgroup_sigkill(pid_t pid)
 		kill(pid, SIGKILL);
 }
 
-static void cgroup_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 int cgroup_kill(const struct cgroup_set *s, int timeout_ms, struct err *e)
 {
 	for (int waited = 0;; waited += 10) {
@@ -378,7 +386,7 @@ int cgroup_kill(const struct cgroup_set *s, int timeout_ms, struct err *e)
 			return err_set(e, ERR_TIMEOUT,
 				       "cgroup: %d processes in %s survived SIGKILL for %d ms",
 				       left, s->dirs[0], timeout_ms);
-		cgroup_sleep_ms(10);
+		clock_sleep_ms(10);
 	}
 }
 
@@ -395,7 +403,7 @@ int cgroup_remove(const struct cgroup_set *s, struct err *e)
 				return err_set(e, ERR_UNAVAILABLE, "cgroup: cannot remove %s: %s",
 					       s->dirs[i], strerror(errno));
 			cgroup_each_pid(s, cgroup_sigkill);
-			cgroup_sleep_ms(10);
+			clock_sleep_ms(10);
 		}
 	}
 	return 0;

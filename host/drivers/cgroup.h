@@ -44,6 +44,11 @@ struct cgroup_limits {
  */
 int cgroup_locate(const char *id, struct cgroup_set *out, struct err *e);
 
+/* The end of a driver's available(): whether this host can make a
+ * computer's group (cgroup_locate of a probe); true with why "" (when given),
+ * else false with why cgroup_locate said. */
+bool cgroup_usable(char *why, size_t len);
+
 /* The same from another mount table than /proc/self/mountinfo (tests point
  * it at a fake hierarchy). */
 int cgroup_locate_in(const char *mountinfo, const char *id, struct cgroup_set *out, struct err *e);

@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "drvutil.h"
+#include "clock.h"
 
 /* What the launcher tells the caller, in one atomic pipe write. */
 struct boot_report {
@@ -707,16 +708,14 @@ static void boot_launcher(const struct boot_plan *p, int report)
 		boot_launch_fail(&l, "%s", e.message);
 	int tree = boot_image_tree(&l);
 	int disk = boot_disk_mount(&l);
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t t0 = clock_now_ms();
 	boot_send_mounts(&l, sv[0], tree, sysfs, disk);
 	close(tree);
 	close(sysfs);
 	if (disk >= 0)
 		close(disk);
 	boot_wait_exec(&l, sv[0]);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	l.deadline -= (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+	l.deadline -= (int)(clock_now_ms() - t0);
 	boot_slirp(&l, lifeline[0]);
 	close(lifeline[0]);
 

@@ -66,6 +66,7 @@
 #include "guest-net.h"
 #include "guest-seccomp.h"
 #include "uidrange.h"
+#include "clock.h"
 
 #define CT_GUEST_USER	 UIDRANGE_GUEST_USER
 #define CT_START_TIMEOUT 30000 /* ms until envd must accept */
@@ -266,11 +267,11 @@ static void ct_disk_loop(const struct driver_computer *c, char *out, size_t len)
 static int ct_disk_wait_free(const struct driver_computer *c, struct err *e)
 {
 	char loop[300];
-	for (long long end = drv_now_ms() + CT_DISK_FREE_MS;; drv_sleep_ms(10)) {
+	for (long long end = clock_now_ms() + CT_DISK_FREE_MS;; clock_sleep_ms(10)) {
 		ct_disk_loop(c, loop, sizeof(loop));
 		if (!loop[0])
 			return 0;
-		if (drv_now_ms() >= end)
+		if (clock_now_ms() >= end)
 			return err_set(e, ERR_UNAVAILABLE,
 				       "container: the disk %s/" CT_DISK
 				       " is still attached to /dev/%s after %d s",
@@ -530,14 +531,14 @@ static int ct_wait_envd(struct driver_computer *c, long long deadline, struct er
 				       "ends with: %s",
 				       tail);
 		}
-		if (drv_now_ms() >= deadline) {
+		if (clock_now_ms() >= deadline) {
 			ct_log_tail(c, tail, sizeof(tail));
 			return err_set(e, ERR_UNAVAILABLE,
 				       "container: envd did not accept connections within %d s; "
 				       "console.log ends with: %s",
 				       CT_START_TIMEOUT / 1000, tail);
 		}
-		drv_sleep_ms(20);
+		clock_sleep_ms(20);
 	}
 }
 
@@ -547,7 +548,7 @@ static int ct_start(struct driver_computer *c, struct err *e)
 		return -1;
 	if (ct_init_alive(c))
 		return 0; /* already running */
-	long long deadline = drv_now_ms() + CT_START_TIMEOUT;
+	long long deadline = clock_now_ms() + CT_START_TIMEOUT;
 	struct sockaddr_un sa;
 	if (strlen(c->dir) + strlen("/io/envd.sock") >= sizeof(sa.sun_path))
 		return err_set(
@@ -745,8 +746,6 @@ static int ct_vnc_path(const struct driver_computer *c, char *out, size_t len, s
 static bool ct_available(char *why, size_t len)
 {
 	char path[4096];
-	struct err e;
-	struct cgroup_set cg;
 	struct utsname u;
 	int major = 0, minor = 0;
 	FILE *f;
@@ -778,13 +777,7 @@ static bool ct_available(char *why, size_t len)
 		snprintf(why, len, "slirp4netns is not installed (apt-get install slirp4netns)");
 		return false;
 	}
-	if (cgroup_locate("probe", &cg, &e) < 0) {
-		snprintf(why, len, "%s", e.message);
-		return false;
-	}
-	if (why && len)
-		why[0] = '\0';
-	return true;
+	return cgroup_usable(why, len);
 }
 
 const struct driver_ops driver_container = {

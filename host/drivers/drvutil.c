@@ -2,6 +2,7 @@
  * drvutil: see drvutil.h.
  */
 #include "drvutil.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,19 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/close_range.h>
-
-void drv_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
-long long drv_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 long long drv_state_int(const json_t *state, const char *key, long long def)
 {
@@ -217,7 +205,7 @@ bool drv_proc_alive(pid_t pid, unsigned long long start)
 
 bool drv_wait_gone(pid_t pid, unsigned long long start, int timeout_ms)
 {
-	long long deadline = drv_now_ms() + timeout_ms;
+	long long deadline = clock_now_ms() + timeout_ms;
 	for (;;) {
 		unsigned long long s;
 		char st;
@@ -229,8 +217,8 @@ bool drv_wait_gone(pid_t pid, unsigned long long start, int timeout_ms)
 			waitpid(pid, NULL, WNOHANG);
 			return true;
 		}
-		if (drv_now_ms() >= deadline)
+		if (clock_now_ms() >= deadline)
 			return false;
-		drv_sleep_ms(10);
+		clock_sleep_ms(10);
 	}
 }

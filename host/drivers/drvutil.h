@@ -1,5 +1,5 @@
 /*
- * drvutil: small helpers the isolation drivers share (time, their JSON
+ * drvutil: small helpers the isolation drivers share (processes, their JSON
  * state, finding programs, log tails, emptying a computer's directory).
  */
 #ifndef CUBICLE_DRVUTIL_H
@@ -11,9 +11,6 @@
 #include <jansson.h>
 
 #include "driver.h"
-
-void drv_sleep_ms(int ms);
-long long drv_now_ms(void); /* CLOCK_MONOTONIC */
 
 /* An integer of the state object, or def. */
 long long drv_state_int(const json_t *state, const char *key, long long def);

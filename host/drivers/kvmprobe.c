@@ -2,6 +2,7 @@
  * kvmprobe: see kvmprobe.h.
  */
 #include "kvmprobe.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,13 +35,6 @@ static bool kp_cpu_has_virt(void)
 			yes = strstr(line, " vmx") || strstr(line, " svm");
 	fclose(f);
 	return yes;
-}
-
-static long long kp_us_since(const struct timespec *a)
-{
-	struct timespec b;
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (long long)(b.tv_sec - a->tv_sec) * 1000000 + (b.tv_nsec - a->tv_nsec) / 1000;
 }
 
 /*
@@ -91,13 +85,12 @@ static int kp_time(int kvm, long out[2])
 	struct kvm_regs regs = {.rip = 0x1000, .rflags = 2};
 	if (ioctl(cpu, KVM_SET_SREGS, &s) < 0 || ioctl(cpu, KVM_SET_REGS, &regs) < 0)
 		return -1;
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	int64_t t = clock_now_us();
 	/* The first exit is the first out: the pages are all written by then. */
 	if (ioctl(cpu, KVM_RUN, 0) < 0 || run->exit_reason != KVM_EXIT_IO)
 		return -1;
-	out[0] = (long)(kp_us_since(&t) / (PROBE_SEGMENTS * 16));
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	out[0] = (long)((clock_now_us() - t) / (PROBE_SEGMENTS * 16));
+	t = clock_now_us();
 	for (int exits = 1;; exits++) {
 		if (ioctl(cpu, KVM_RUN, 0) < 0)
 			return -1;
@@ -106,7 +99,7 @@ static int kp_time(int kvm, long out[2])
 		if (run->exit_reason != KVM_EXIT_IO || exits > PROBE_EXITS)
 			return -1;
 	}
-	out[1] = (long)(kp_us_since(&t) / PROBE_EXITS);
+	out[1] = (long)((clock_now_us() - t) / PROBE_EXITS);
 	return 0;
 }
 

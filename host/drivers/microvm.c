@@ -71,6 +71,7 @@
 #include "kvmprobe.h"
 #include "qmp.h"
 #include "uidrange.h"
+#include "clock.h"
 
 #define VM_QEMU		   "qemu-system-x86_64"
 #define VM_QEMU_IMG	   "qemu-img"
@@ -690,7 +691,7 @@ static int vm_wait_status(struct qmp *q, const char *query, const char *key, con
 			  const char *const bad[], int timeout_ms, char *last, size_t lastlen,
 			  struct err *e)
 {
-	long long deadline = drv_now_ms() + timeout_ms;
+	long long deadline = clock_now_ms() + timeout_ms;
 	for (;;) {
 		json_t *r = NULL;
 		if (qmp_cmd(q, query, NULL, -1, &r, e) < 0)
@@ -707,10 +708,10 @@ static int vm_wait_status(struct qmp *q, const char *query, const char *key, con
 			if (strcmp(last, bad[i]) == 0)
 				return err_set(e, ERR_UNAVAILABLE, "vm: %s says %s%s%s", query,
 					       last, why[0] ? ": " : "", why);
-		if (drv_now_ms() >= deadline)
+		if (clock_now_ms() >= deadline)
 			return err_set(e, ERR_TIMEOUT, "vm: %s still says %s after %d s", query,
 				       last, timeout_ms / 1000);
-		drv_sleep_ms(10);
+		clock_sleep_ms(10);
 	}
 }
 
@@ -839,14 +840,14 @@ static int vm_wait_envd(struct driver_computer *c, int port, long long deadline,
 			return err_set(e, ERR_UNAVAILABLE,
 				       "vm: QEMU exited while the computer started: %s", tail);
 		}
-		if (drv_now_ms() >= deadline) {
+		if (clock_now_ms() >= deadline) {
 			drv_log_tail(con, tail, sizeof tail);
 			return err_set(e, ERR_UNAVAILABLE,
 				       "vm: envd did not answer within %d s; the console ends "
 				       "with: %s",
 				       VM_BOOT_TIMEOUT / 1000, tail);
 		}
-		drv_sleep_ms(50);
+		clock_sleep_ms(50);
 	}
 }
 
@@ -883,7 +884,7 @@ static int vm_boot(struct driver_computer *c, const char *image, const char *egr
 	struct vm_args a;
 	vm_build_argv(c, &a, qemu, kvm, port, restore);
 	pid_t pid;
-	long long deadline = drv_now_ms() + VM_BOOT_TIMEOUT;
+	long long deadline = clock_now_ms() + VM_BOOT_TIMEOUT;
 	int session_fd;
 	int rc = vm_session_open(c, uid, &session_fd, e);
 	if (rc == 0)
@@ -921,7 +922,7 @@ static int vm_start(struct driver_computer *c, struct err *e)
 	if (vm_egress(c, egress, sizeof egress, e) < 0)
 		return -1;
 	const char *booted = drv_state_str(c->state, "egress", "");
-	long long t0 = drv_now_ms();
+	long long t0 = clock_now_ms();
 	char boot[400] = "cold: no snapshot";
 	if (access(snap, F_OK) == 0 && strcmp(booted, egress) != 0) {
 		unlink(snap);
@@ -933,13 +934,13 @@ static int vm_start(struct driver_computer *c, struct err *e)
 			unlink(snap);
 			json_object_set_new(c->state, "boot", json_string("restored"));
 			fprintf(stderr, "cubicled: %s: vm: restored from its snapshot in %lld ms\n",
-				c->id, drv_now_ms() - t0);
+				c->id, clock_now_ms() - t0);
 			return 0;
 		}
 		unlink(snap);
 		snprintf(boot, sizeof boot, "cold: the snapshot did not restore: %.300s",
 			 re.message);
-		t0 = drv_now_ms();
+		t0 = clock_now_ms();
 	}
 	fprintf(stderr, "cubicled: %s: vm: %s boot (%s)\n", c->id, vm_use_kvm() ? "kvm" : "tcg",
 		boot);
@@ -958,7 +959,7 @@ static int vm_start(struct driver_computer *c, struct err *e)
 	json_object_set_new(c->state, "boot", json_string(boot));
 	json_object_set_new(c->state, "egress", json_string(egress));
 	fprintf(stderr, "cubicled: %s: vm: envd answers %lld ms after QEMU started\n", c->id,
-		drv_now_ms() - t0);
+		clock_now_ms() - t0);
 	return 0;
 }
 
@@ -1008,12 +1009,12 @@ static int vm_stop(struct driver_computer *c, struct err *e)
 		char sock[4200];
 		struct qmp q;
 		struct err se = {0};
-		long long t0 = drv_now_ms();
+		long long t0 = clock_now_ms();
 		if (vm_path(c, "qmp.sock", sock, sizeof sock, &se) == 0 &&
 		    qmp_open(&q, sock, VM_QMP_TIMEOUT, &se) == 0) {
 			if (vm_save(c, &q, &se) == 0)
 				fprintf(stderr, "cubicled: %s: vm: snapshot saved in %lld ms\n",
-					c->id, drv_now_ms() - t0);
+					c->id, clock_now_ms() - t0);
 			qmp_cmd(&q, "quit", NULL, -1, NULL, NULL);
 			qmp_close(&q);
 			drv_wait_gone((pid_t)drv_state_int(c->state, "qemu_pid", 0),
@@ -1081,8 +1082,6 @@ static int vm_vnc_path(const struct driver_computer *c, char *out, size_t len, s
 static bool vm_available(char *why, size_t len)
 {
 	char path[4096];
-	struct err e;
-	struct cgroup_set cg;
 	if (geteuid() != 0) {
 		snprintf(why, len, "cubicled must run as root to run QEMU as a uid of its own");
 		return false;
@@ -1094,13 +1093,7 @@ static bool vm_available(char *why, size_t len)
 			 "qemu-utils)");
 		return false;
 	}
-	if (cgroup_locate("probe", &cg, &e) < 0) {
-		snprintf(why, len, "%s", e.message);
-		return false;
-	}
-	if (why && len)
-		why[0] = '\0';
-	return true;
+	return cgroup_usable(why, len);
 }
 
 const struct driver_ops driver_vm = {

@@ -3,6 +3,7 @@
  * events ({"event": ...}) may come before a reply and are dropped.
  */
 #include "qmp.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -13,17 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static long long qmp_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The next line that is not an event, parsed. */
 static json_t *qmp_read(struct qmp *q, struct err *e)
 {
-	long long deadline = qmp_now_ms() + q->timeout_ms;
+	long long deadline = clock_now_ms() + q->timeout_ms;
 	for (;;) {
 		char *nl = memchr(q->buf, '\n', q->len);
 		if (nl) {
@@ -46,7 +40,7 @@ static json_t *qmp_read(struct qmp *q, struct err *e)
 				sizeof q->buf);
 			return NULL;
 		}
-		long long left = deadline - qmp_now_ms();
+		long long left = deadline - clock_now_ms();
 		struct pollfd p = {q->fd, POLLIN, 0};
 		int r = left > 0 ? poll(&p, 1, (int)left) : 0;
 		if (r < 0 && errno == EINTR)
@@ -128,7 +122,7 @@ int qmp_open(struct qmp *q, const char *path, int timeout_ms, struct err *e)
 	if (strlen(path) >= sizeof sa.sun_path)
 		return err_set(e, ERR_INVALID, "qmp: the socket path %s is too long", path);
 	strcpy(sa.sun_path, path);
-	long long deadline = qmp_now_ms() + timeout_ms;
+	long long deadline = clock_now_ms() + timeout_ms;
 	for (;;) {
 		q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (q->fd < 0)
@@ -138,11 +132,10 @@ int qmp_open(struct qmp *q, const char *path, int timeout_ms, struct err *e)
 		int saved = errno;
 		close(q->fd);
 		q->fd = -1;
-		if (qmp_now_ms() >= deadline)
+		if (clock_now_ms() >= deadline)
 			return err_set(e, ERR_UNAVAILABLE, "qmp: cannot connect to %s: %s", path,
 				       strerror(saved));
-		struct timespec ts = {0, 10 * 1000000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(10);
 	}
 	json_t *greeting = qmp_read(q, e);
 	if (!greeting || !json_object_get(greeting, "QMP")) {

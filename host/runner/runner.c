@@ -23,6 +23,7 @@
 #include "runproto.h"
 #include "store-runs.h"
 #include "utf8.h"
+#include "clock.h"
 
 enum { LANG_PYTHON, LANG_JS, LANG_N };
 
@@ -62,13 +63,6 @@ struct runner {
 	uint64_t runs[LANG_N], errors[LANG_N][RUN_INTERNAL + 1], hist[LANG_N][NBUCKETS + 1];
 	double seconds[LANG_N];
 };
-
-static int64_t mono_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
 
 struct js_pending {
 	struct js_pending *next;
@@ -576,18 +570,16 @@ int runner_run(struct runner *r, const char *ws, const json_t *body, json_t **ou
 	json_t *jin = json_object_get(body, "stdin");
 	size_t in_len = json_is_string(jin) ? json_string_length(jin) : 0;
 	if (code_len > r->c.code_max) {
-		err_set(e, ERR_TOO_LARGE, "code: %zu bytes; at most %zu", code_len, r->c.code_max);
-		snprintf(e->param, sizeof e->param, "code");
-		return -1;
+		return err_set_param(e, ERR_TOO_LARGE, "code", "code: %zu bytes; at most %zu",
+				     code_len, r->c.code_max);
 	}
 	if (in_len > RUN_STDIN_MAX) {
-		err_set(e, ERR_TOO_LARGE, "stdin: %zu bytes; at most %u", in_len, RUN_STDIN_MAX);
-		snprintf(e->param, sizeof e->param, "stdin");
-		return -1;
+		return err_set_param(e, ERR_TOO_LARGE, "stdin", "stdin: %zu bytes; at most %u",
+				     in_len, RUN_STDIN_MAX);
 	}
 	if (slot_take(r, e) < 0)
 		return -1;
-	int64_t t0 = mono_us();
+	int64_t t0 = clock_now_us();
 	struct run_resp resp = {0};
 	char *bufs[3] = {NULL, NULL, NULL};
 	int rc = run_once(r, lang, code, code_len, in, in_len, &resp, bufs, e);
@@ -603,7 +595,7 @@ int runner_run(struct runner *r, const char *ws, const json_t *body, json_t **ou
 			lang_names[lang], bufs[2]);
 		rc = -1;
 	}
-	count(r, lang, rc < 0 ? RUN_INTERNAL : resp.error, mono_us() - t0);
+	count(r, lang, rc < 0 ? RUN_INTERNAL : resp.error, clock_now_us() - t0);
 	if (rc == 0) {
 		*out = json_pack("{s:s, s:o, s:o, s:i, s:i, s:i, s:i}", "language",
 				 lang_names[lang], "stdout", text(bufs[0], resp.stdout_len),

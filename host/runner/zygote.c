@@ -34,6 +34,7 @@
 #include <seccomp.h>
 
 #include "runproto.h"
+#include "clock.h"
 
 #define CTL_FD 3
 
@@ -83,12 +84,6 @@ int zygote_isolate(char *why, size_t len)
 }
 
 #ifdef ZYGOTE_TRACE
-static int64_t tr_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
 static int64_t tr_t0;
 static void tr(const char *what)
 {
@@ -96,7 +91,7 @@ static void tr(const char *what)
 	getrusage(RUSAGE_SELF, &ru);
 	char buf[200];
 	int n = snprintf(buf, sizeof buf, "T %d %-14s %6lld us cpu %6ld us minflt %ld\n",
-			 (int)getpid(), what, (long long)(tr_us() - tr_t0),
+			 (int)getpid(), what, (long long)(clock_now_us() - tr_t0),
 			 ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
 			     ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
 			 ru.ru_minflt);
@@ -106,13 +101,6 @@ static void tr(const char *what)
 #else
 #define TR(x) ((void)0)
 #endif
-
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 /* ---- the sandbox (in the child, before the code arrives) ------------------------ */
 
@@ -656,7 +644,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 		}
 	}
 #ifdef ZYGOTE_TRACE
-	tr_t0 = tr_us();
+	tr_t0 = clock_now_us();
 #endif
 	TR("m.got");
 	close(CTL_FD);
@@ -688,7 +676,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 		_exit(1);
 	}
 	long base_rss = child_rss_kb(pid);
-	int64_t base_cpu = child_cpu_us(clk), t0 = now_ms();
+	int64_t base_cpu = child_cpu_us(clk), t0 = clock_now_ms();
 
 	TR("m.req");
 	/* The code at once (it fits a pipe's buffer), stdin as it is taken. */
@@ -711,7 +699,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 			early = true;
 			break;
 		}
-		int64_t el = now_ms() - t0;
+		int64_t el = clock_now_ms() - t0;
 		int timeout = -1;
 		if (!exited && verdict == RUN_OK) {
 			int64_t cpu = (child_cpu_us(clk) - base_cpu) / 1000;
@@ -792,7 +780,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 		 * space is not the run's time); it is killed right after. */
 		int64_t cpu_us = child_cpu_us(clk) - base_cpu;
 		resp.cpu_ms = (uint32_t)(cpu_us > 0 ? cpu_us / 1000 : 0);
-		resp.wall_ms = (uint32_t)(now_ms() - t0);
+		resp.wall_ms = (uint32_t)(clock_now_ms() - t0);
 		long hwm = child_hwm_kb(pid), now = child_rss_kb(pid);
 		long mem = (hwm > now ? hwm : now) - base_rss;
 		resp.memory_kb = (uint32_t)(mem > 0 ? mem : 0);
@@ -819,7 +807,7 @@ static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, in
 	int64_t cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
 			 (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec - base_cpu;
 	resp.cpu_ms = (uint32_t)(cpu_us > 0 ? cpu_us / 1000 : 0);
-	resp.wall_ms = (uint32_t)(now_ms() - t0);
+	resp.wall_ms = (uint32_t)(clock_now_ms() - t0);
 	long mem = ru.ru_maxrss - base_rss;
 	resp.memory_kb = (uint32_t)(mem > 0 ? mem : 0);
 	if (WIFEXITED(ws))
@@ -923,7 +911,7 @@ void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 			if (nice != cur_nice && setpriority(PRIO_PROCESS, 0, nice) == 0)
 				cur_nice = nice;
 #ifdef ZYGOTE_TRACE
-			tr_t0 = tr_us();
+			tr_t0 = clock_now_us();
 #endif
 			pid_t pid = fork();
 			TR(pid == 0 ? "z.fork(child)" : "z.fork(parent)");

@@ -9,6 +9,7 @@
  * same error.
  */
 #include "store-internal.h"
+#include "clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,9 +61,29 @@ static const char SQL_COUNT_STOPPED_OTHERS[] = "SELECT COUNT(*) FROM computers"
 					       " AND state IN ('stopping', 'stopped')";
 static const char SQL_WORKSPACE_EXISTS[] = "SELECT 1 FROM workspaces WHERE id = ?1";
 
-static const char *const store_states[] = {"provisioning", "running",  "stopping", "stopped",
-					   "starting",	   "deleting", "deleted",  "error",
-					   "offline",	   NULL};
+/* Indexed by enum computer_state. */
+static const char *const store_states[COMPUTER_STATES + 1] = {
+    [COMPUTER_PROVISIONING] = "provisioning", [COMPUTER_RUNNING] = "running",
+    [COMPUTER_STOPPING] = "stopping",	      [COMPUTER_STOPPED] = "stopped",
+    [COMPUTER_STARTING] = "starting",	      [COMPUTER_DELETING] = "deleting",
+    [COMPUTER_DELETED] = "deleted",	      [COMPUTER_ERROR] = "error",
+    [COMPUTER_OFFLINE] = "offline",	      [COMPUTER_STATES] = NULL,
+};
+
+const char *computer_state_name(enum computer_state s)
+{
+	return (unsigned)s < COMPUTER_STATES ? store_states[s] : "?";
+}
+
+int computer_state_parse(const char *name, enum computer_state *out)
+{
+	for (int i = 0; name && i < COMPUTER_STATES; i++)
+		if (strcmp(name, store_states[i]) == 0) {
+			*out = (enum computer_state)i;
+			return 0;
+		}
+	return -1;
+}
 
 static bool store_one_of(const char *v, const char *const *set)
 {
@@ -107,7 +128,6 @@ static int store_computer_check(const struct store_computer *c, struct err *e)
 	STORE_CHECK_TERMINATED(kind)
 	STORE_CHECK_TERMINATED(size)
 	STORE_CHECK_TERMINATED(isolation)
-	STORE_CHECK_TERMINATED(state)
 	STORE_CHECK_TERMINATED(error)
 	STORE_CHECK_TERMINATED(external_workspace_id)
 	STORE_CHECK_TERMINATED(session_id)
@@ -127,8 +147,8 @@ static int store_computer_check(const struct store_computer *c, struct err *e)
 				 c->isolation);
 	if (!store_one_of(c->accel, accels))
 		return err_param(e, "accel", "accel: '%s' is not empty, kvm or tcg", c->accel);
-	if (store_state_check(c->state, e))
-		return -1;
+	if ((unsigned)c->state >= COMPUTER_STATES)
+		return err_param(e, "state", "state: %d is not a computer state", (int)c->state);
 	if (c->width < 0 || c->height < 0)
 		return err_param(e, "resolution", "resolution: %dx%d is negative", c->width,
 				 c->height);
@@ -166,7 +186,7 @@ static int store_computer_bind(sqlite3_stmt *st, const struct store_computer *c,
 	sqlite3_bind_text(st, 3, c->kind, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 4, c->size, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 5, c->isolation, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, c->state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, computer_state_name(c->state), -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 7, c->error, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 8, c->width);
 	sqlite3_bind_int(st, 9, c->height);
@@ -209,7 +229,12 @@ static int store_computer_row(sqlite3_stmt *st, struct store_computer *out, stru
 	store_col_text(st, 2, c.kind, sizeof c.kind);
 	store_col_text(st, 3, c.size, sizeof c.size);
 	store_col_text(st, 4, c.isolation, sizeof c.isolation);
-	store_col_text(st, 5, c.state, sizeof c.state);
+	char state[16];
+	store_col_text(st, 5, state, sizeof state);
+	if (computer_state_parse(state, &c.state) < 0)
+		return err_set(e, ERR_INTERNAL,
+			       "computer %s has a corrupt state in the database: %.16s", c.id,
+			       state);
 	store_col_text(st, 6, c.error, sizeof c.error);
 	c.width = sqlite3_column_int(st, 7);
 	c.height = sqlite3_column_int(st, 8);
@@ -380,7 +405,7 @@ int store_computer_commit(struct store *s, struct store_computer *c, const struc
 					   how->rate_state, how->at_ms, e))
 		return -1;
 	struct store_computer w = *c;
-	w.updated_ms = store_now_ms();
+	w.updated_ms = clock_wall_ms();
 	if (how->insert) {
 		w.created_ms = w.updated_ms;
 		if (w.last_activity_ms == 0)
@@ -457,7 +482,7 @@ int store_computer_set_state(struct store *s, const char *id, const char *state,
 		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, msg, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 4, store_now_ms());
+		sqlite3_bind_int64(st, 4, clock_wall_ms());
 		rc = store_step_change(s, st, "changing a computer's state", missing, e);
 	}
 	store_stmt_done(st);

@@ -91,9 +91,6 @@ int store_usage_switch_locked(struct store *s, const char *computer, const char 
 			      const char *size, const char *rate_state, int64_t at_ms,
 			      struct err *e);
 
-/* Unix time in milliseconds. */
-int64_t store_now_ms(void);
-
 /* prefix + 16 lowercase hex digits of a CSPRNG into out (size >= len(prefix)+17). */
 int store_random_id(const char *prefix, char *out, size_t size, struct err *e);
 

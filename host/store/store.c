@@ -254,13 +254,6 @@ void store_rollback(struct store *s)
 	sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-int64_t store_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int store_random_id(const char *prefix, char *out, size_t size, struct err *e)
 {
 	unsigned char b[8];

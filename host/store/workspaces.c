@@ -17,6 +17,7 @@
  * returns. cubicled is the only writer of its database.
  */
 #include "store-internal.h"
+#include "clock.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -132,7 +133,7 @@ int store_workspace_create_egress(struct store *s, const char *name, int max_run
 				 max_running);
 	snprintf(w.name, sizeof w.name, "%s", name);
 	w.max_running = max_running;
-	w.created_ms = store_now_ms();
+	w.created_ms = clock_wall_ms();
 
 	int rc = -1, step = 0;
 	store_lock(s);
@@ -331,7 +332,7 @@ int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
 			sqlite3_bind_text(st, 2, workspace_id, -1, SQLITE_STATIC);
 		else
 			sqlite3_bind_null(st, 2);
-		int64_t now = store_now_ms();
+		int64_t now = clock_wall_ms();
 		char prefix[STORE_KEY_PREFIX_SHOWN + 1];
 		memcpy(prefix, key, STORE_KEY_PREFIX_SHOWN); /* the key is longer */
 		prefix[STORE_KEY_PREFIX_SHOWN] = 0;
@@ -465,7 +466,7 @@ int store_key_lookup(struct store *s, const char *key, char workspace_out[40], b
 	if (k && CRYPTO_memcmp(k->hash, hash, STORE_KEY_HASH) == 0) {
 		/* Last use, in memory: written by store_keys_flush_used_locked
 		 * (listing keys, the usage tick, a reload, closing). */
-		int64_t now = store_now_ms();
+		int64_t now = clock_wall_ms();
 		if (now - k->used_ms >= STORE_KEY_USED_EVERY_MS)
 			k->used_ms = now;
 		if (workspace_out)
@@ -494,7 +495,7 @@ int store_key_revoke(struct store *s, const char *key, struct err *e)
 	sqlite3_stmt *st = store_stmt(s, SQL_KEY_REVOKE, e);
 	if (st) {
 		sqlite3_bind_blob(st, 1, hash, sizeof hash, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, store_now_ms());
+		sqlite3_bind_int64(st, 2, clock_wall_ms());
 		rc = store_step_change(s, st, "revoking an API key", "no such API key", e);
 	}
 	store_stmt_done(st);
@@ -569,7 +570,7 @@ int store_key_revoke_id(struct store *s, const char *workspace_id, const char *k
 	if (st) {
 		sqlite3_bind_int64(st, 1, id);
 		sqlite3_bind_text(st, 2, workspace_id, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, store_now_ms());
+		sqlite3_bind_int64(st, 3, clock_wall_ms());
 		rc = store_step_change(s, st, "revoking an API key", "no such key", e);
 		if (rc < 0 && e && e->code == ERR_NOT_FOUND)
 			err_set(e, ERR_NOT_FOUND, "no key %.40s in workspace %.64s", key_id,
@@ -584,7 +585,7 @@ int store_workspace_delete(struct store *s, const char *id, struct err *e)
 {
 	if (!id || !*id)
 		return err_param(e, "workspace", "workspace: the workspace id is empty");
-	int64_t now = store_now_ms();
+	int64_t now = clock_wall_ms();
 	int rc = -1;
 	store_lock(s);
 	if (store_exec(s, "BEGIN IMMEDIATE", e) == 0) {

@@ -197,23 +197,24 @@ int core_delete(struct core *c, const char *id, const char *ws, json_t **out, st
 {
 	return core_get(c, id, ws, out, e);
 }
-int core_wait(struct core *c, const char *id, const char *ws, const char *state, int timeout_s,
-	      json_t **out, struct err *e)
+int core_wait(struct core *c, const char *id, const char *ws, enum computer_state state,
+	      int timeout_s, json_t **out, struct err *e)
 {
 	return core_get(c, id, ws, out, e);
 }
-int core_wait_begin(struct core *c, const char *id, const char *ws, char stored[16], struct err *e)
+int core_wait_begin(struct core *c, const char *id, const char *ws, enum computer_state *stored,
+		    struct err *e)
 {
 	if (fake_find(id, ws, e) < 0)
 		return -1;
-	snprintf(stored, 16, "running");
+	*stored = COMPUTER_RUNNING;
 	return 0;
 }
 /* Every wait is over at once: nothing is ever parked (no httpd loop here). */
-bool core_wait_over(struct core *c, const char *id, const char *state, const char *stored,
-		    char now[16])
+bool core_wait_over(struct core *c, const char *id, enum computer_state state,
+		    enum computer_state stored, enum computer_state *now)
 {
-	snprintf(now, 16, "running");
+	*now = COMPUTER_RUNNING;
 	return true;
 }
 void core_await_change(struct core *c, int timeout_ms)

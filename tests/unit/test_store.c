@@ -102,7 +102,7 @@ static void make_computer(struct store *s, const char *ws, const char *kind, con
 	snprintf(c.kind, sizeof c.kind, "%s", kind);
 	snprintf(c.size, sizeof c.size, "%s", size);
 	snprintf(c.isolation, sizeof c.isolation, "container");
-	snprintf(c.state, sizeof c.state, "%s", state);
+	assert_int_equal(computer_state_parse(state, &c.state), 0);
 	c.width = 1280;
 	c.height = 800;
 	c.idle_timeout_s = 600;
@@ -302,6 +302,27 @@ static void test_keys(void **state)
 
 /* ---- computers ---------------------------------------------------------- */
 
+/* The state names are the database's and the API's: every state has one,
+ * parse is its inverse, and nothing else parses. */
+static void test_computer_state_names(void **state)
+{
+	(void)state;
+	static const char *const names[] = {"provisioning", "running",	"stopping",
+					    "stopped",	    "starting", "deleting",
+					    "deleted",	    "error",	"offline"};
+	for (int i = 0; i < COMPUTER_STATES; i++) {
+		enum computer_state s;
+		assert_string_equal(computer_state_name((enum computer_state)i), names[i]);
+		assert_int_equal(computer_state_parse(names[i], &s), 0);
+		assert_int_equal(s, i);
+	}
+	enum computer_state s = COMPUTER_RUNNING;
+	assert_int_equal(computer_state_parse("Running", &s), -1);
+	assert_int_equal(computer_state_parse("", &s), -1);
+	assert_int_equal(computer_state_parse(NULL, &s), -1);
+	assert_string_equal(computer_state_name((enum computer_state)COMPUTER_STATES), "?");
+}
+
 static void test_computer_roundtrip(void **state)
 {
 	struct fixture *f = *state;
@@ -315,7 +336,7 @@ static void test_computer_roundtrip(void **state)
 	snprintf(c.kind, sizeof c.kind, "desktop");
 	snprintf(c.size, sizeof c.size, "medium");
 	snprintf(c.isolation, sizeof c.isolation, "container");
-	snprintf(c.state, sizeof c.state, "provisioning");
+	c.state = COMPUTER_PROVISIONING;
 	snprintf(c.external_workspace_id, sizeof c.external_workspace_id, "tenant-42");
 	snprintf(c.session_id, sizeof c.session_id, "sess-1");
 	snprintf(c.envd_token, sizeof c.envd_token, "tok-abc");
@@ -340,7 +361,7 @@ static void test_computer_roundtrip(void **state)
 	assert_string_equal(g.kind, "desktop");
 	assert_string_equal(g.size, "medium");
 	assert_string_equal(g.isolation, "container");
-	assert_string_equal(g.state, "provisioning");
+	assert_int_equal(g.state, COMPUTER_PROVISIONING);
 	assert_string_equal(g.error, "");
 	assert_string_equal(g.external_workspace_id, "tenant-42");
 	assert_string_equal(g.session_id, "sess-1");
@@ -359,7 +380,7 @@ static void test_computer_roundtrip(void **state)
 	/* Update every column; driver_state round trip. */
 	json_object_set_new(c.driver_state, "pid", json_integer(4242));
 	json_object_set_new(c.driver_state, "cgroup", json_string("/sys/fs/cgroup/cubicle/x"));
-	snprintf(c.state, sizeof c.state, "running");
+	c.state = COMPUTER_RUNNING;
 	snprintf(c.size, sizeof c.size, "large");
 	c.width = 1024;
 	json_decref(c.metadata);
@@ -367,7 +388,7 @@ static void test_computer_roundtrip(void **state)
 	assert_int_equal(store_computer_update(f->s, &c, &e), 0);
 	assert_true(c.updated_ms >= c.created_ms);
 	assert_int_equal(store_computer_get(f->s, c.id, w.id, &g, &e), 0);
-	assert_string_equal(g.state, "running");
+	assert_int_equal(g.state, COMPUTER_RUNNING);
 	assert_string_equal(g.size, "large");
 	assert_int_equal(g.width, 1024);
 	assert_int_equal(json_integer_value(json_object_get(g.driver_state, "pid")), 4242);
@@ -381,13 +402,13 @@ static void test_computer_roundtrip(void **state)
 	assert_int_equal(store_computer_set_state(f->s, c.id, "error", "envd did not start", &e),
 			 0);
 	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
-	assert_string_equal(g.state, "error");
+	assert_int_equal(g.state, COMPUTER_ERROR);
 	assert_string_equal(g.error, "envd did not start");
 	assert_int_equal(json_integer_value(json_object_get(g.driver_state, "pid")), 4242);
 	store_computer_clear(&g);
 	assert_int_equal(store_computer_set_state(f->s, c.id, "deleted", NULL, &e), 0);
 	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
-	assert_string_equal(g.state, "deleted");
+	assert_int_equal(g.state, COMPUTER_DELETED);
 	assert_string_equal(g.error, "");
 	assert_true(g.deleted_ms > 0);
 	store_computer_clear(&g);
@@ -528,15 +549,15 @@ static void test_computer_bad_input(void **state)
 	snprintf(c.kind, sizeof c.kind, "sandbox");
 	snprintf(c.size, sizeof c.size, "huge");
 	snprintf(c.isolation, sizeof c.isolation, "container");
-	snprintf(c.state, sizeof c.state, "provisioning");
+	c.state = COMPUTER_PROVISIONING;
 	assert_int_equal(store_computer_insert(f->s, &c, &e), -1);
 	assert_int_equal(e.code, ERR_INVALID);
 	assert_string_equal(e.param, "size");
 	snprintf(c.size, sizeof c.size, "xs");
-	snprintf(c.state, sizeof c.state, "asleep");
+	c.state = (enum computer_state)COMPUTER_STATES; /* not a state */
 	assert_int_equal(store_computer_insert(f->s, &c, &e), -1);
 	assert_string_equal(e.param, "state");
-	snprintf(c.state, sizeof c.state, "provisioning");
+	c.state = COMPUTER_PROVISIONING;
 	snprintf(c.kind, sizeof c.kind, "toaster");
 	assert_int_equal(store_computer_insert(f->s, &c, &e), -1);
 	assert_string_equal(e.param, "kind");
@@ -1027,7 +1048,7 @@ static void open_rate(struct store *s, const char *id, char out[16])
 
 static void set_state(struct store_computer *c, const char *state)
 {
-	snprintf(c->state, sizeof c->state, "%s", state);
+	assert_int_equal(computer_state_parse(state, &c->state), 0);
 }
 
 /* A state change and its usage switch land together, or neither does. */
@@ -1050,7 +1071,7 @@ static void test_commit_state_and_usage_together(void **state)
 	assert_int_equal(store_computer_commit(f->s, &c, &stop, &e), 0);
 	struct store_computer g;
 	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
-	assert_string_equal(g.state, "stopping");
+	assert_int_equal(g.state, COMPUTER_STOPPING);
 	store_computer_clear(&g);
 	char rate[16];
 	open_rate(f->s, c.id, rate);
@@ -1064,7 +1085,7 @@ static void test_commit_state_and_usage_together(void **state)
 	assert_int_equal(e.code, ERR_LIMIT);
 	assert_non_null(strstr(e.message, "its limit"));
 	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
-	assert_string_equal(g.state, "stopping");
+	assert_int_equal(g.state, COMPUTER_STOPPING);
 	store_computer_clear(&g);
 	open_rate(f->s, c.id, rate);
 	assert_string_equal(rate, "stopped");
@@ -1080,7 +1101,7 @@ static void test_commit_state_and_usage_together(void **state)
 	assert_int_equal(store_computer_commit(f->s, &c, &bad, &e), -1);
 	assert_string_equal(e.param, "rate_state");
 	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
-	assert_string_equal(g.state, "starting");
+	assert_int_equal(g.state, COMPUTER_STARTING);
 	store_computer_clear(&g);
 
 	/* A claim: the move to another workspace and its billing there together. */
@@ -1127,7 +1148,7 @@ static void *racer_run(void *arg)
 	snprintf(c.kind, sizeof c.kind, "sandbox");
 	snprintf(c.size, sizeof c.size, "xs");
 	snprintf(c.isolation, sizeof c.isolation, "container");
-	snprintf(c.state, sizeof c.state, "provisioning");
+	c.state = COMPUTER_PROVISIONING;
 	struct store_commit how = {.insert = true, .limit = RACE_LIMIT};
 	struct err e = {0};
 	r->rc = store_computer_commit(r->s, &c, &how, &e);
@@ -1225,7 +1246,7 @@ static void test_kill9_between_state_and_usage(void **state)
 		assert_int_equal(store_computer_get(s, c.id, NULL, &g, &e), 0);
 		char rate[16];
 		open_rate(s, c.id, rate);
-		assert_string_equal(rate, strcmp(g.state, "stopping") == 0 ? "stopped" : "running");
+		assert_string_equal(rate, g.state == COMPUTER_STOPPING ? "stopped" : "running");
 		store_computer_clear(&g);
 		store_close(s);
 	}
@@ -1256,7 +1277,7 @@ static void test_commit_stopped_limit(void **state)
 	assert_non_null(strstr(e.message, "max_stopped 2"));
 	struct store_computer g;
 	assert_int_equal(store_computer_get(f->s, c.id, NULL, &g, &e), 0);
-	assert_string_equal(g.state, "running");
+	assert_int_equal(g.state, COMPUTER_RUNNING);
 	store_computer_clear(&g);
 	stop.stopped_limit = 3;
 	assert_int_equal(store_computer_commit(f->s, &c, &stop, &e), 0);
@@ -1523,6 +1544,7 @@ int main(void)
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_key_lookup_never_waits, fixture_setup,
 					    fixture_teardown),
+	    cmocka_unit_test(test_computer_state_names),
 	    cmocka_unit_test_setup_teardown(test_computer_roundtrip, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_computer_other_workspace_is_not_found,
