@@ -66,8 +66,16 @@ int drv_run(char *const argv[], const char *errfile, const char *who, struct err
 	if (pid < 0)
 		return err_set(e, ERR_INTERNAL, "%s: fork: %s", who, strerror(errno));
 	if (pid == 0) {
-		unlink(errfile);
-		int fd = open(errfile, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		/* errfile is replaced only when it is a file (or a symlink, never
+		 * followed): a device or a FIFO named by mistake (/dev/null) is
+		 * left alone and stderr goes nowhere. */
+		struct stat st;
+		int fd = -1;
+		if (lstat(errfile, &st) < 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+			unlink(errfile);
+			fd = open(errfile, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				  0600);
+		}
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (fd >= 0)
 			dup2(fd, 2);

@@ -39,7 +39,9 @@ int drv_child_fds(int keep);
 /* Runs argv (argv[0] searched in $PATH) as a child and waits, with
  * drv_child_env and only stdin/stdout/stderr; 0 when it
  * exits 0, else an error prefixed with `who` that quotes the end of its
- * stderr, which goes to errfile. */
+ * stderr, which goes to errfile (replaced when it is a regular file or a
+ * symlink, never followed; anything else there, such as a device, is left
+ * alone and the stderr is dropped). */
 int drv_run(char *const argv[], const char *errfile, const char *who, struct err *e);
 
 /* The last len - 1 bytes of a log file on one line ('|' for newlines), for

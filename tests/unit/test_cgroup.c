@@ -33,6 +33,7 @@
 #include "child.h"
 
 #include "cgroup.h"
+#include "drvutil.h"
 #include "sizes.h"
 
 static char tmp[256];
@@ -370,6 +371,30 @@ static void test_v2_real_hierarchy_attach_and_remove(void **state)
 	child_check(real_v2_child);
 }
 
+/* drv_run's stderr file: a regular file is replaced, anything else (a FIFO
+ * here; /dev/null once, which a caller passed and drv_run deleted) is left. */
+static void test_drv_run_leaves_what_is_not_a_file(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/cubicle-drvrun-XXXXXX", fifo[64], file[64];
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+	snprintf(file, sizeof file, "%s/err", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	char *ok[] = {"sh", "-c", "echo to-stderr >&2", NULL};
+	struct err e = {0};
+	assert_int_equal(drv_run(ok, fifo, "test", &e), 0);
+	struct stat st;
+	assert_int_equal(lstat(fifo, &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	char *bad[] = {"sh", "-c", "echo why-it-failed >&2; exit 3", NULL};
+	assert_int_equal(drv_run(bad, file, "test", &e), -1);
+	assert_non_null(strstr(e.message, "why-it-failed"));
+	assert_int_equal(lstat(file, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	unlink(fifo), unlink(file), rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -380,6 +405,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_v1_limits_of_a_size, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_v2_real_hierarchy_attach_and_remove, setup,
 					    teardown),
+	    cmocka_unit_test(test_drv_run_leaves_what_is_not_a_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
