@@ -85,6 +85,11 @@ int api_query_time(struct httpd_request *req, const char *name, int64_t def, int
 	char *end;
 	double secs = strtod(v, &end);
 	if (!*end && end != v) {
+		/* Up to the year 5138: a bigger number (or inf, nan) is no time
+		 * and would not fit the milliseconds (found by fuzz_api). */
+		if (!(secs >= 0 && secs < 1e11))
+			return err_param(e, name, "%s: Unix seconds from 0 to 1e11, not '%.40s'",
+					 name, v);
 		*out = (int64_t)(secs * 1000);
 		return 0;
 	}

@@ -56,8 +56,8 @@ static long vm_tsc_khz(void)
 
 /* vm/qemu.conf: the machine, kernel and command line (with the token and
  * the egress policy cubicle-init applies: guest-net.h). */
-int vm_write_conf(struct driver_computer *c, const char *image, unsigned uid,
-			 const char *egress, struct err *e)
+int vm_write_conf(struct driver_computer *c, const char *image, unsigned uid, const char *egress,
+		  struct err *e)
 {
 	if (!c->envd_token || strlen(c->envd_token) < 16 ||
 	    strspn(c->envd_token, "0123456789abcdefABCDEF_-") != strlen(c->envd_token))
@@ -119,8 +119,8 @@ static void vm_arg(struct vm_args *a, char *s)
 	a->v[a->n] = NULL;
 }
 
-void vm_build_argv(const struct driver_computer *c, struct vm_args *a, const char *qemu,
-			  bool kvm, int port, bool incoming)
+void vm_build_argv(const struct driver_computer *c, struct vm_args *a, const char *qemu, bool kvm,
+		   int port, bool incoming)
 {
 	int vcpus = c->millicpus > 1000 ? (c->millicpus + 999) / 1000 : 1;
 	long long mem = c->memory_mb > 0 ? c->memory_mb : 512;
@@ -202,7 +202,7 @@ static int vm_pass_fd(int fd, int to)
  * drops to uid (plus the kvm group when it uses /dev/kvm) and execs.
  */
 int vm_spawn(struct driver_computer *c, const struct cgroup_set *cg, char *const argv[],
-		    unsigned uid, bool kvm, int session_fd, pid_t *out_pid, struct err *e)
+	     unsigned uid, bool kvm, int session_fd, pid_t *out_pid, struct err *e)
 {
 	char dir[4096], log[4200];
 	if (vm_path(c, "", dir, sizeof dir, e) < 0 ||
@@ -272,4 +272,3 @@ int vm_spawn(struct driver_computer *c, const struct cgroup_set *cg, char *const
 	*out_pid = q;
 	return 0;
 }
-

@@ -87,7 +87,7 @@ set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/r
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
 	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/stream.c
 	${API}/rfbfilter.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
-	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c)
+	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c ${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c)
 # api.c is included by apihost.h (its router and handlers are static).
 foreach(h api mcp computeruse)
 	cubicle_fuzzer(${h} SOURCES ${API_HOST_SRC} INCLUDED ${API}/api.c

@@ -1,0 +1,354 @@
+/*
+ * httpd-tunnel: the WebSocket tunnels of wire/httpd (httpd.h: the tunnel
+ * hook, httpd_close_tagged, httpd_tunnels_tagged). A WebSocket upgrade the
+ * owner's tunnel hook accepts is piped to a UNIX socket, both ways, with
+ * backpressure (TUNNEL_HIGH) and the owner's first-answer deadline.
+ */
+#include "httpd-internal.h"
+#include "clock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+
+void httpd_close_tagged(struct httpd *h, const char *tag, int code, const char *reason)
+{
+	pthread_mutex_lock(&h->lock);
+	for (struct tunnel *tn = h->tunnels; tn; tn = tn->next) {
+		if (strcmp(tn->t.tag, tag) == 0) {
+			tn->kill = true;
+			tn->close_code = code;
+			snprintf(tn->close_reason, sizeof tn->close_reason, "%s", reason);
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	lws_cancel_service(h->ctx);
+}
+
+int httpd_tunnels_tagged(struct httpd *h, const char *tag)
+{
+	int n = 0;
+	pthread_mutex_lock(&h->lock);
+	for (struct tunnel *tn = h->tunnels; tn; tn = tn->next)
+		if (strcmp(tn->t.tag, tag) == 0)
+			n++;
+	pthread_mutex_unlock(&h->lock);
+	return n;
+}
+
+/* Loop thread: closes the tunnels httpd_close_tagged() marked. */
+void tunnel_reap(struct httpd *h)
+{
+	pthread_mutex_lock(&h->lock);
+	for (struct tunnel *tn = h->tunnels; tn; tn = tn->next) {
+		if (!tn->kill)
+			continue;
+		/* The client gets a close frame with the reason (its writable
+		 * callback sends it); the computer's side just goes. */
+		if (tn->ws)
+			lws_callback_on_writable(tn->ws);
+		if (tn->raw)
+			lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void tunnel_maybe_free(struct tunnel *tn)
+{
+	if (tn->ws || tn->raw)
+		return;
+	struct httpd *h = tn->h;
+	pthread_mutex_lock(&h->lock);
+	struct tunnel **pp = &h->tunnels;
+	while (*pp && *pp != tn)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = tn->next;
+	pthread_mutex_unlock(&h->lock);
+	if (tn->fd >= 0)
+		close(tn->fd);
+	lws_buflist_destroy_all_segments(&tn->to_raw);
+	lws_buflist_destroy_all_segments(&tn->to_ws);
+	if (tn->t.on_close)
+		tn->t.on_close(tn->t.close_ctx, tn->t.tag);
+	if (tn->t.state_free)
+		tn->t.state_free(tn->t.state);
+	free(tn);
+}
+
+/* Writes an HTTP error before the upgrade: the client never gets a WebSocket. */
+static void tunnel_refuse(struct lws *wsi, const struct err *e)
+{
+	static unsigned char buf[LWS_PRE + 2048];
+	unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+	json_t *j = err_to_json(e);
+	char *body = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	size_t len = body ? strlen(body) : 0;
+	if (!lws_add_http_common_headers(wsi, (unsigned)err_http_status(e->code),
+					 "application/json", len, &p, end) &&
+	    !lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
+					 (const unsigned char *)"close", 5, &p, end) &&
+	    !lws_finalize_http_header(wsi, &p, end) && body && (size_t)(end - p) > len) {
+		memcpy(p, body, len);
+		p += len;
+		lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_HEADERS);
+	}
+	free(body);
+}
+
+static int tunnel_accept(struct httpd *h, struct lws *wsi, struct tunnel_conn *tc)
+{
+	struct err e = {0};
+	struct httpd_request req;
+	char target[160];
+	memset(&req, 0, sizeof req);
+	request_fill_req(wsi, &req, target, sizeof target);
+	struct tunnel *tn = calloc(1, sizeof *tn);
+	int rc = -1;
+	if (!tn) {
+		err_set(&e, ERR_INTERNAL, "out of memory");
+	} else if (!h->o.tunnel) {
+		tn->fd = -1;
+		err_set(&e, ERR_NOT_FOUND, "no WebSocket endpoint here");
+	} else {
+		tn->fd = -1;
+		rc = h->o.tunnel(h->o.ctx, &req, &tn->t, &e);
+	}
+	if (rc == 0) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", tn->t.unix_path);
+		/* Non-blocking: a unix listener whose backlog is full (a microVM's
+		 * port serves one viewer at a time; a guest that never accepts)
+		 * answers EAGAIN at once instead of holding the loop. */
+		tn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (tn->fd < 0 || (connect(tn->fd, (struct sockaddr *)&sa, sizeof sa) < 0 &&
+				   errno != EINPROGRESS)) {
+			if (errno == EAGAIN)
+				err_set(&e, ERR_UNAVAILABLE,
+					"the computer's stream is busy (its server takes no more "
+					"viewers now): try again later");
+			else
+				err_set(&e, ERR_UNAVAILABLE,
+					"the computer's stream is not available: %s",
+					strerror(errno));
+			rc = -1;
+		}
+	}
+	for (size_t i = 0; i < req.nquery; i++)
+		free(req.query[i]);
+	fprintf(stderr, "%s: %s websocket %s\n", h->o.log_prefix, target,
+		rc == 0 ? "accepted" : e.message);
+	if (rc < 0) {
+		tunnel_refuse(wsi, &e);
+		if (tn) {
+			if (tn->fd >= 0)
+				close(tn->fd);
+			if (tn->t.state_free)
+				tn->t.state_free(tn->t.state);
+			free(tn);
+		}
+		return -1;
+	}
+	tn->h = h;
+	tc->tn = tn;
+	pthread_mutex_lock(&h->lock);
+	tn->next = h->tunnels;
+	h->tunnels = tn;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+static int tunnel_queue(struct lws_buflist **list, size_t *len, const void *in, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (lws_buflist_append_segment(list, in, n) < 0)
+		return -1;
+	*len += n;
+	return 0;
+}
+
+/* Sends one buffered chunk to wsi (a binary frame, or raw bytes). */
+static int tunnel_send(struct lws *wsi, struct lws_buflist **list, size_t *len,
+		       enum lws_write_protocol how)
+{
+	static unsigned char buf[LWS_PRE + HTTPD_CHUNK];
+	uint8_t *seg;
+	size_t n = lws_buflist_next_segment_len(list, &seg);
+	if (n == 0)
+		return 0;
+	if (n > HTTPD_CHUNK)
+		n = HTTPD_CHUNK;
+	memcpy(buf + LWS_PRE, seg, n);
+	if (lws_write(wsi, buf + LWS_PRE, n, how) < (int)n)
+		return -1;
+	lws_buflist_use_segment(list, n);
+	*len -= n;
+	if (*len)
+		lws_callback_on_writable(wsi);
+	return 0;
+}
+
+int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+			      void *in, size_t len)
+{
+	struct tunnel_conn *tc = user;
+	struct lws_context *ctx = lws_get_context(wsi);
+	struct httpd *h = ctx ? lws_context_user(ctx) : NULL;
+	struct tunnel *tn = tc ? tc->tn : NULL;
+	switch (reason) {
+	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+		return tc && tunnel_accept(h, wsi, tc) == 0 ? 0 : -1;
+	case LWS_CALLBACK_ESTABLISHED: {
+		if (!tn)
+			return -1;
+		tn->ws = wsi;
+		lws_sock_file_fd_type fd = {.sockfd = tn->fd};
+		tn->raw = lws_adopt_descriptor_vhost(lws_get_vhost(wsi), LWS_ADOPT_SOCKET, fd,
+						     "cubicle-raw", NULL);
+		tn->fd = -1; /* lws owns (or closed) it now */
+		if (!tn->raw)
+			return -1;
+		lws_set_opaque_user_data(tn->raw, tn);
+		if (tn->t.max_seconds > 0)
+			lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, tn->t.max_seconds);
+		/* The socket's server speaks first: silence past the deadline
+		 * ends the tunnel (RAW_CLOSE tells the client why). */
+		lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK,
+				tn->t.answer_seconds > 0 ? tn->t.answer_seconds : 10);
+		size_t pre = strnlen(tn->t.preamble, sizeof tn->t.preamble);
+		if (pre) {
+			if (tunnel_queue(&tn->to_raw, &tn->to_raw_len, tn->t.preamble, pre) < 0)
+				return -1;
+			lws_callback_on_writable(tn->raw);
+		}
+		return 0;
+	}
+	case LWS_CALLBACK_RECEIVE: {
+		if (!tn || !tn->raw)
+			return -1;
+		/* The queue copies what it keeps: only a filter needs a buffer. */
+		long n = (long)len;
+		int rc;
+		if (tn->t.filter) {
+			unsigned char *out = malloc(len ? len : 1);
+			if (!out)
+				return -1;
+			n = tn->t.filter(tn->t.state, in, len, out);
+			rc =
+			    n < 0 ? -1 : tunnel_queue(&tn->to_raw, &tn->to_raw_len, out, (size_t)n);
+			free(out);
+		} else {
+			rc = tunnel_queue(&tn->to_raw, &tn->to_raw_len, in, len);
+		}
+		if (rc < 0)
+			return -1;
+		if (n > 0)
+			lws_callback_on_writable(tn->raw);
+		if (tn->to_raw_len > TUNNEL_HIGH && !tn->ws_paused) {
+			tn->ws_paused = true;
+			lws_rx_flow_control(wsi, 0);
+		}
+		return 0;
+	}
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+		if (!tn)
+			return -1;
+		pthread_mutex_lock(&h->lock);
+		bool kill = tn->kill;
+		pthread_mutex_unlock(&h->lock);
+		if (kill) {
+			lws_close_reason(wsi, (enum lws_close_status)tn->close_code,
+					 (unsigned char *)tn->close_reason,
+					 strlen(tn->close_reason));
+			return -1;
+		}
+		if (tunnel_send(wsi, &tn->to_ws, &tn->to_ws_len, LWS_WRITE_BINARY) < 0)
+			return -1;
+		if (tn->raw_paused && tn->to_ws_len < TUNNEL_HIGH / 2 && tn->raw) {
+			tn->raw_paused = false;
+			lws_rx_flow_control(tn->raw, 1);
+		}
+		return 0;
+	case LWS_CALLBACK_CLOSED:
+		if (tn) {
+			tn->ws = NULL;
+			tc->tn = NULL;
+			if (tn->raw)
+				lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK,
+						LWS_TO_KILL_ASYNC);
+			tunnel_maybe_free(tn);
+		}
+		return 0;
+	default:
+		break;
+	}
+	return 0;
+}
+
+int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+			       void *in, size_t len)
+{
+	(void)user;
+	struct tunnel *tn = lws_get_opaque_user_data(wsi);
+	switch (reason) {
+	case LWS_CALLBACK_RAW_RX:
+		if (!tn || !tn->ws)
+			return -1;
+		if (!tn->answered) {
+			tn->answered = true;
+			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+		}
+		if (tunnel_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
+			return -1;
+		lws_callback_on_writable(tn->ws);
+		if (tn->to_ws_len > TUNNEL_HIGH && !tn->raw_paused) {
+			tn->raw_paused = true;
+			lws_rx_flow_control(wsi, 0);
+		}
+		return 0;
+	case LWS_CALLBACK_RAW_WRITEABLE:
+		if (!tn)
+			return -1;
+		if (tunnel_send(wsi, &tn->to_raw, &tn->to_raw_len, LWS_WRITE_RAW) < 0)
+			return -1;
+		if (tn->ws_paused && tn->to_raw_len < TUNNEL_HIGH / 2 && tn->ws) {
+			tn->ws_paused = false;
+			lws_rx_flow_control(tn->ws, 1);
+		}
+		return 0;
+	case LWS_CALLBACK_RAW_CLOSE:
+		if (tn) {
+			tn->raw = NULL;
+			lws_set_opaque_user_data(wsi, NULL);
+			if (tn->ws && !tn->answered) {
+				/* It never spoke: say so in a close frame. */
+				pthread_mutex_lock(&tn->h->lock);
+				if (!tn->kill) {
+					tn->kill = true;
+					tn->close_code = 4504;
+					snprintf(tn->close_reason, sizeof tn->close_reason,
+						 "the computer's live view did not answer");
+				}
+				pthread_mutex_unlock(&tn->h->lock);
+				lws_callback_on_writable(tn->ws);
+				lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, 5);
+			} else if (tn->ws) {
+				lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+			}
+			tunnel_maybe_free(tn);
+		}
+		return 0;
+	default:
+		break;
+	}
+	return 0;
+}
+
