@@ -76,7 +76,6 @@ struct tunnel_conn {
 
 #define TUNNEL_HIGH (1u << 20) /* pause the sender above this many buffered bytes */
 
-
 /* Open connections per client address (opts.max_conns_per_addr), loop
  * thread only. A connection is counted when accepted (FILTER_NETWORK_
  * CONNECTION, which knows the address) and tied to its wsi by the

@@ -16,7 +16,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-
 void httpd_close_tagged(struct httpd *h, const char *tag, int code, const char *reason)
 {
 	pthread_mutex_lock(&h->lock);
@@ -196,8 +195,8 @@ static int tunnel_send(struct lws *wsi, struct lws_buflist **list, size_t *len,
 	return 0;
 }
 
-int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-			      void *in, size_t len)
+int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		       size_t len)
 {
 	struct tunnel_conn *tc = user;
 	struct lws_context *ctx = lws_get_context(wsi);
@@ -293,8 +292,8 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 	return 0;
 }
 
-int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-			       void *in, size_t len)
+int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+			size_t len)
 {
 	(void)user;
 	struct tunnel *tn = lws_get_opaque_user_data(wsi);
@@ -351,4 +350,3 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	}
 	return 0;
 }
-
