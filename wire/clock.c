@@ -25,6 +25,19 @@ int64_t clock_wall_ms(void)
 	return clock_ns(CLOCK_REALTIME) / 1000000;
 }
 
+struct timespec clock_deadline(clockid_t id, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 void clock_sleep_ms(int64_t ms)
 {
 	if (ms <= 0)

@@ -489,14 +489,7 @@ void vnc_capture_refresh(struct vnc *v)
 	pthread_mutex_unlock(&v->lock);
 	(void)!write(v->x_wake[1], "r", 1);
 
-	struct timespec deadline;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += VNC_REFRESH_WAIT_MS / 1000;
-	deadline.tv_nsec += (long)(VNC_REFRESH_WAIT_MS % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, VNC_REFRESH_WAIT_MS);
 	pthread_mutex_lock(&v->lock);
 	while ((int)(v->refresh_done - want) < 0 && !v->x_dead && !v->capture_stop)
 		if (pthread_cond_timedwait(&v->cond, &v->lock, &deadline) == ETIMEDOUT)

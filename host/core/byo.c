@@ -453,13 +453,7 @@ static void *byo_link_main(void *arg)
 			old |= strcmp(l->id, id) == 0;
 		if (!old)
 			break;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		struct timespec ts = clock_deadline(CLOCK_REALTIME, 100);
 		pthread_cond_timedwait(&b->gone, &b->lock, &ts);
 	}
 	pthread_mutex_unlock(&b->lock);
@@ -657,13 +651,7 @@ void byo_disconnect(struct core *c, const char *id, const char *reason)
 			any |= strcmp(l->id, id) == 0 && !l->ended;
 		if (!any)
 			break;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		struct timespec ts = clock_deadline(CLOCK_REALTIME, 50);
 		pthread_cond_timedwait(&b->gone, &b->lock, &ts);
 	}
 	pthread_mutex_unlock(&b->lock);
@@ -690,13 +678,7 @@ void byo_close(struct core *c)
 			mux_stop(l->m);
 	int64_t until = clock_now_ms() + 3000;
 	while (b->threads && clock_now_ms() < until) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		struct timespec ts = clock_deadline(CLOCK_REALTIME, 50);
 		pthread_cond_timedwait(&b->gone, &b->lock, &ts);
 	}
 	bool idle = !b->threads;

@@ -868,14 +868,7 @@ bool core_wait_over(struct core *c, const char *id, enum computer_state state,
 
 void core_await_change(struct core *c, int timeout_ms)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = clock_deadline(CLOCK_REALTIME, timeout_ms);
 	pthread_mutex_lock(&c->lock);
 	pthread_cond_timedwait(&c->changed, &c->lock, &until);
 	pthread_mutex_unlock(&c->lock);
