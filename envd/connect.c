@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "clock.h"
+#include "httpd.h"
 #include "mux.h"
 
 #define CN_HIGH	 (1024 * 1024) /* bytes queued one way before its reader pauses */
@@ -181,36 +182,6 @@ static void cn_conn_maybe_free(struct cn_conn *k)
 	free(k);
 }
 
-static int cn_queue(struct lws_buflist **list, size_t *len, const void *in, size_t n)
-{
-	if (n == 0)
-		return 0;
-	if (lws_buflist_append_segment(list, in, n) < 0)
-		return -1;
-	*len += n;
-	return 0;
-}
-
-static int cn_send(struct lws *wsi, struct lws_buflist **list, size_t *len,
-		   enum lws_write_protocol how)
-{
-	static unsigned char buf[LWS_PRE + CN_CHUNK];
-	uint8_t *seg;
-	size_t n = lws_buflist_next_segment_len(list, &seg);
-	if (n == 0)
-		return 0;
-	if (n > CN_CHUNK)
-		n = CN_CHUNK;
-	memcpy(buf + LWS_PRE, seg, n);
-	if (lws_write(wsi, buf + LWS_PRE, n, how) < (int)n)
-		return -1;
-	lws_buflist_use_segment(list, n);
-	*len -= n;
-	if (*len)
-		lws_callback_on_writable(wsi);
-	return 0;
-}
-
 static void cn_connect(struct connector *cn, int fd)
 {
 	struct cn_conn *k = calloc(1, sizeof *k);
@@ -296,7 +267,7 @@ static int cn_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 		return 0;
 	}
 	case LWS_CALLBACK_CLIENT_RECEIVE:
-		if (!k || !k->raw || cn_queue(&k->to_raw, &k->to_raw_len, in, len) < 0)
+		if (!k || !k->raw || httpd_buf_queue(&k->to_raw, &k->to_raw_len, in, len) < 0)
 			return -1;
 		lws_callback_on_writable(k->raw);
 		if (k->to_raw_len > CN_HIGH && !k->ws_paused) {
@@ -305,7 +276,8 @@ static int cn_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 		}
 		return 0;
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
-		if (!k || cn_send(wsi, &k->to_ws, &k->to_ws_len, LWS_WRITE_BINARY) < 0)
+		if (!k ||
+		    httpd_buf_send(wsi, &k->to_ws, &k->to_ws_len, LWS_WRITE_BINARY, CN_CHUNK) < 0)
 			return -1;
 		if (k->raw_paused && k->to_ws_len < CN_HIGH / 2 && k->raw) {
 			k->raw_paused = false;
@@ -356,7 +328,7 @@ static int cn_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
 	struct cn_conn *k = lws_get_opaque_user_data(wsi);
 	switch (reason) {
 	case LWS_CALLBACK_RAW_RX:
-		if (!k || !k->ws || cn_queue(&k->to_ws, &k->to_ws_len, in, len) < 0)
+		if (!k || !k->ws || httpd_buf_queue(&k->to_ws, &k->to_ws_len, in, len) < 0)
 			return -1;
 		lws_callback_on_writable(k->ws);
 		if (k->to_ws_len > CN_HIGH && !k->raw_paused) {
@@ -365,7 +337,8 @@ static int cn_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
 		}
 		return 0;
 	case LWS_CALLBACK_RAW_WRITEABLE:
-		if (!k || cn_send(wsi, &k->to_raw, &k->to_raw_len, LWS_WRITE_RAW) < 0)
+		if (!k ||
+		    httpd_buf_send(wsi, &k->to_raw, &k->to_raw_len, LWS_WRITE_RAW, CN_CHUNK) < 0)
 			return -1;
 		if (k->ws_paused && k->to_raw_len < CN_HIGH / 2 && k->ws) {
 			k->ws_paused = false;

@@ -164,7 +164,7 @@ static int tunnel_accept(struct httpd *h, struct lws *wsi, struct tunnel_conn *t
 	return 0;
 }
 
-static int tunnel_queue(struct lws_buflist **list, size_t *len, const void *in, size_t n)
+int httpd_buf_queue(struct lws_buflist **list, size_t *len, const void *in, size_t n)
 {
 	if (n == 0)
 		return 0;
@@ -174,19 +174,19 @@ static int tunnel_queue(struct lws_buflist **list, size_t *len, const void *in, 
 	return 0;
 }
 
-/* Sends one buffered chunk to wsi (a binary frame, or raw bytes). */
-static int tunnel_send(struct lws *wsi, struct lws_buflist **list, size_t *len,
-		       enum lws_write_protocol how)
+int httpd_buf_send(struct lws *wsi, struct lws_buflist **list, size_t *len, int how, size_t chunk)
 {
-	static unsigned char buf[LWS_PRE + HTTPD_CHUNK];
+	unsigned char buf[LWS_PRE + HTTPD_CHUNK]; /* the loop thread's stack */
 	uint8_t *seg;
 	size_t n = lws_buflist_next_segment_len(list, &seg);
 	if (n == 0)
 		return 0;
-	if (n > HTTPD_CHUNK)
-		n = HTTPD_CHUNK;
+	if (chunk > HTTPD_CHUNK)
+		chunk = HTTPD_CHUNK;
+	if (n > chunk)
+		n = chunk;
 	memcpy(buf + LWS_PRE, seg, n);
-	if (lws_write(wsi, buf + LWS_PRE, n, how) < (int)n)
+	if (lws_write(wsi, buf + LWS_PRE, n, (enum lws_write_protocol)how) < (int)n)
 		return -1;
 	lws_buflist_use_segment(list, n);
 	*len -= n;
@@ -224,7 +224,7 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 				tn->t.answer_seconds > 0 ? tn->t.answer_seconds : 10);
 		size_t pre = strnlen(tn->t.preamble, sizeof tn->t.preamble);
 		if (pre) {
-			if (tunnel_queue(&tn->to_raw, &tn->to_raw_len, tn->t.preamble, pre) < 0)
+			if (httpd_buf_queue(&tn->to_raw, &tn->to_raw_len, tn->t.preamble, pre) < 0)
 				return -1;
 			lws_callback_on_writable(tn->raw);
 		}
@@ -241,11 +241,11 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 			if (!out)
 				return -1;
 			n = tn->t.filter(tn->t.state, in, len, out);
-			rc =
-			    n < 0 ? -1 : tunnel_queue(&tn->to_raw, &tn->to_raw_len, out, (size_t)n);
+			rc = n < 0 ? -1
+				   : httpd_buf_queue(&tn->to_raw, &tn->to_raw_len, out, (size_t)n);
 			free(out);
 		} else {
-			rc = tunnel_queue(&tn->to_raw, &tn->to_raw_len, in, len);
+			rc = httpd_buf_queue(&tn->to_raw, &tn->to_raw_len, in, len);
 		}
 		if (rc < 0)
 			return -1;
@@ -269,7 +269,8 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 					 strlen(tn->close_reason));
 			return -1;
 		}
-		if (tunnel_send(wsi, &tn->to_ws, &tn->to_ws_len, LWS_WRITE_BINARY) < 0)
+		if (httpd_buf_send(wsi, &tn->to_ws, &tn->to_ws_len, LWS_WRITE_BINARY, HTTPD_CHUNK) <
+		    0)
 			return -1;
 		if (tn->raw_paused && tn->to_ws_len < TUNNEL_HIGH / 2 && tn->raw) {
 			tn->raw_paused = false;
@@ -305,7 +306,7 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			tn->answered = true;
 			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
 		}
-		if (tunnel_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
+		if (httpd_buf_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
 			return -1;
 		lws_callback_on_writable(tn->ws);
 		if (tn->to_ws_len > TUNNEL_HIGH && !tn->raw_paused) {
@@ -316,7 +317,8 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	case LWS_CALLBACK_RAW_WRITEABLE:
 		if (!tn)
 			return -1;
-		if (tunnel_send(wsi, &tn->to_raw, &tn->to_raw_len, LWS_WRITE_RAW) < 0)
+		if (httpd_buf_send(wsi, &tn->to_raw, &tn->to_raw_len, LWS_WRITE_RAW, HTTPD_CHUNK) <
+		    0)
 			return -1;
 		if (tn->ws_paused && tn->to_raw_len < TUNNEL_HIGH / 2 && tn->ws) {
 			tn->ws_paused = false;

@@ -216,4 +216,17 @@ void httpd_stop(struct httpd *h);
  */
 int httpd_destroy(struct httpd *h);
 
+/*
+ * Buffered writes for code that pipes bytes through libwebsockets (the
+ * tunnels here, envd's connect link): httpd_buf_queue appends n bytes to a
+ * list and its length; httpd_buf_send writes at most `chunk` (<= 64 KiB)
+ * bytes of the list's first segment to wsi (loop thread, when writable) and
+ * asks for another writable callback while bytes remain. 0, or -1 when lws
+ * cannot take them.
+ */
+struct lws;
+struct lws_buflist;
+int httpd_buf_queue(struct lws_buflist **list, size_t *len, const void *in, size_t n);
+int httpd_buf_send(struct lws *wsi, struct lws_buflist **list, size_t *len, int how, size_t chunk);
+
 #endif
