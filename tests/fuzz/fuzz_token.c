@@ -49,8 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(strcmp(got.nonce, c.nonce) == 0);
 		CHECK(got.view_only == c.view_only && got.issued == c.issued &&
 		      got.expires == c.expires);
-		CHECK(token_verify(key, t, "another-computer-x", now, &got, &e) < 0);
-		CHECK(e.code == ERR_FORBIDDEN || strcmp(c.computer, "another-computer-x") == 0);
+		if (strcmp(c.computer, "another-computer-x") != 0)
+			CHECK(token_verify(key, t, "another-computer-x", now, &got, &e) < 0 &&
+			      e.code == ERR_FORBIDDEN);
 		CHECK(token_verify(key, t, c.computer, c.expires, &got, &e) < 0 &&
 		      e.code == ERR_UNAUTHORIZED);
 		size_t n = strlen(t), at = size ? data[0] % n : 0;
