@@ -384,13 +384,21 @@ static void conn_abandon(struct httpd *h, struct conn *c)
 static void request_fill(struct lws *wsi, struct exchange *x)
 {
 	request_fill_req(wsi, &x->req, x->target, sizeof x->target);
-	const char *const *names = x->h->o.extra_headers;
+}
+
+/* The owner's extra headers (httpd_opts.extra_headers), a request's or a
+ * WebSocket upgrade's alike. */
+static void request_fill_extra(struct lws *wsi, struct httpd_request *req)
+{
+	struct lws_context *ctx = lws_get_context(wsi);
+	struct httpd *h = ctx ? lws_context_user(ctx) : NULL;
+	const char *const *names = h ? h->o.extra_headers : NULL;
 	for (int i = 0; names && names[i] && i < HTTPD_MAX_EXTRA; i++) {
 		char name[64];
 		int n = snprintf(name, sizeof name, "%s:", names[i]);
 		if (n > 0 && (size_t)n < sizeof name &&
-		    lws_hdr_custom_copy(wsi, x->req.extra[i], sizeof x->req.extra[i], name, n) < 0)
-			x->req.extra[i][0] = 0;
+		    lws_hdr_custom_copy(wsi, req->extra[i], sizeof req->extra[i], name, n) < 0)
+			req->extra[i][0] = 0;
 	}
 }
 
@@ -434,6 +442,7 @@ void request_fill_req(struct lws *wsi, struct httpd_request *req, char *target, 
 	lws_hdr_copy(wsi, req->authorization, sizeof req->authorization,
 		     WSI_TOKEN_HTTP_AUTHORIZATION);
 	lws_hdr_copy(wsi, req->host, sizeof req->host, WSI_TOKEN_HOST);
+	request_fill_extra(wsi, req);
 	/* An Origin too long to copy must not pass for no Origin at all. */
 	if (lws_hdr_copy(wsi, req->origin, sizeof req->origin, WSI_TOKEN_ORIGIN) < 0)
 		snprintf(req->origin, sizeof req->origin, "?");
@@ -761,6 +770,7 @@ static const struct lws_protocols httpd_protocols[] = {
     {"http", httpd_callback, sizeof(struct conn), 0, 0, NULL, 0},
     {"binary", tunnel_ws_callback, sizeof(struct tunnel_conn), HTTPD_CHUNK, 0, NULL, 0},
     {"cubicle-raw", tunnel_raw_callback, 0, HTTPD_CHUNK, 0, NULL, 0},
+    {"cubicle-relay", tunnel_relay_callback, 0, HTTPD_CHUNK, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 

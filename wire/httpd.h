@@ -133,7 +133,8 @@ typedef int (*httpd_router)(void *ctx, struct httpd_request *req, struct httpd_r
  * WebSocket tunnels: a GET that asks to upgrade to a WebSocket with the
  * subprotocol "binary" (what noVNC asks for) goes to the tunnel router on
  * the loop before the upgrade is accepted. It refuses (the client gets the
- * error's HTTP status, never a WebSocket) or names a unix socket; from then
+ * error's HTTP status, never a WebSocket) or names a unix socket (or another
+ * server's WebSocket to relay to, below); from then
  * on the client's binary frames are written to the socket, byte for byte
  * (through `filter`, if set), and what the socket sends comes back as
  * binary frames. Both directions are flow-controlled.
@@ -147,9 +148,22 @@ struct httpd;
 
 struct httpd_tunnel {
 	char unix_path[108]; /* where the bytes go */
-	char tag[64];	     /* for httpd_close_tagged(), e.g. the computer id */
-	int max_seconds;     /* the tunnel closes after this long; 0 = no limit */
-	int answer_seconds;  /* the socket's first bytes must come within this; 0 = 10 */
+	/* Or, with relay_host set: another server's WebSocket, ws://relay_host:
+	 * relay_port relay_path (subprotocol "binary"), whose binary messages'
+	 * bytes are relayed both ways; relay_header ("name: value" or "") is
+	 * added to its handshake. How a node of a cluster hands a stream to the
+	 * node that holds its computer: that node checks it all again. Its
+	 * refusal arrives after this upgrade was accepted: the client's
+	 * WebSocket closes with 4000 + that HTTP status (4403, 4503...), and a
+	 * close code 4000..4999 it sends is passed on as it is. relay_host is
+	 * an IP address (the loop never waits for a name lookup). */
+	char relay_host[64];
+	int relay_port;
+	char relay_path[512];
+	char relay_header[512];
+	char tag[64];	    /* for httpd_close_tagged(), e.g. the computer id */
+	int max_seconds;    /* the tunnel closes after this long; 0 = no limit */
+	int answer_seconds; /* the socket's first bytes must come within this; 0 = 10 */
 	/* Written to the socket before anything the client sends ("" = none):
 	 * how the router tells the socket's server about the connection. */
 	char preamble[64];
