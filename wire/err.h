@@ -26,6 +26,7 @@ enum err_code {
 	ERR_TIMEOUT,	  /* 504 the operation ran past its deadline */
 	ERR_BAD_GATEWAY,  /* 502 a dependency answered wrong: malformed, too large */
 	ERR_NO_SPACE,	  /* 507 a storage quota is reached, or the disk is full */
+	ERR_MISDIRECTED,  /* 421 a node-to-node call reached a host that does not hold it */
 };
 
 struct err {

@@ -41,6 +41,7 @@ struct api {
 	char spool_dir[512];
 	struct streams *streams;
 	struct runner *runner;
+	struct nodeauth *nodeauth; /* a cluster's node credentials, NULL on one host */
 	int max_requests_ws, max_waits_ws;
 	size_t max_body;
 	pthread_mutex_t tenants_lock;
@@ -69,6 +70,10 @@ struct api_caller {
 	uint64_t spooled;
 	int counted; /* 0, or what api_tenant_enter counted: API_COUNT_* */
 	char counted_ws[40];
+	/* Forwarded by another node of the cluster (its credential, not a key,
+	 * says who the caller is): never forwarded again. */
+	bool forwarded;
+	char from_host[64];
 };
 
 enum { API_COUNT_REQUEST = 1, API_COUNT_WAIT = 2 };
@@ -139,7 +144,8 @@ void api_computers(void *ctx, struct httpd_request *req,
 		   struct httpd_response *resp); /* GET, POST /v1/computers */
 void api_computer(
     void *ctx, struct httpd_request *req,
-    struct httpd_response *resp); /* GET, DELETE /v1/computers/{id}, POST .../stop, .../start */
+    struct httpd_response *resp); /* GET, DELETE /v1/computers/{id}, POST .../stop, .../start,
+				     .../recreate */
 void api_action(void *ctx, struct httpd_request *req,
 		struct httpd_response *resp); /* POST /v1/computers/{id}/actions/{name}: envd's
 						 answer passed through */
@@ -151,6 +157,10 @@ void api_files(void *ctx, struct httpd_request *req,
 						/v1/sessions/{id}/files (?path=) */
 void api_usage(void *ctx, struct httpd_request *req,
 	       struct httpd_response *resp); /* GET /v1/usage */
+void api_hosts(void *ctx, struct httpd_request *req,
+	       struct httpd_response *resp); /* GET /v1/hosts (admin) */
+void api_host_drain(void *ctx, struct httpd_request *req,
+		    struct httpd_response *resp); /* POST /v1/hosts/{id}/drain (admin) */
 void api_connect_tokens(void *ctx, struct httpd_request *req,
 			struct httpd_response *resp); /* POST /v1/connect-tokens */
 void api_run_handler(void *ctx, struct httpd_request *req,

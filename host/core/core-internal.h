@@ -35,6 +35,11 @@ struct core_rt {
 
 struct core {
 	struct core_config cfg;
+	/* Where sessions live: <state_dir>/sessions, or --sessions-dir (a path
+	 * every host of a cluster mounts: then no session disks, the shared
+	 * filesystem's own quota applies). */
+	char sessions_root[512];
+	char host_id[64]; /* core_host_id(): --host-id, or the hostname's */
 	struct store *store;
 	pthread_mutex_t lock;	/* rts and the counters */
 	pthread_cond_t changed; /* broadcast on every state change */
@@ -58,6 +63,8 @@ struct core {
 	uint64_t spool_used;
 
 	struct byo *byo; /* connected machines (byo.c), NULL when off */
+
+	struct core_cluster *cluster; /* a cluster's side (cluster.c), NULL on one host */
 
 	/* Closes a computer's live streams when it stops or goes away (api). */
 	void (*close_streams)(void *ctx, const char *id);
@@ -121,6 +128,22 @@ static inline bool core_is_byo(const struct store_computer *sc)
 {
 	return strcmp(sc->isolation, "byo") == 0;
 }
+
+/* hosts.c: what a host offers and what a computer takes of it. */
+struct core_capacity {
+	int64_t millicpus, memory_mb, disk_mb;
+};
+void core_capacity(struct core *c, struct core_capacity *out);
+void core_host_id_init(struct core *c);
+void core_capacity_of(const char *kind, const char *size, struct core_capacity *out);
+json_t *core_capacity_json(const struct core_capacity *cap);
+
+/* cluster.c: the cluster's side of GET /v1/hosts, drain and recreate. */
+int core_cluster_hosts(struct core *c, json_t **out, struct err *e);
+int core_cluster_drain(struct core *c, const char *host, const char *mode, json_t **out,
+		       struct err *e);
+int core_cluster_recreate(struct core *c, const char *id, const char *ws, json_t **out,
+			  struct err *e);
 
 /* The runtime record of id (lock held by the caller), or NULL. */
 struct core_rt *core_rt_find(struct core *c, const char *id);

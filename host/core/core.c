@@ -928,7 +928,7 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 	if (ident_ok(ws, 63))
 		core_session_disk_remove(c, ws);
 	if (ident_ok(ws, 63) &&
-	    snprintf(dir, sizeof dir, "%s/sessions/%s", c->cfg.state_dir, ws) < (int)sizeof dir &&
+	    snprintf(dir, sizeof dir, "%s/%s", c->sessions_root, ws) < (int)sizeof dir &&
 	    lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
 	    nftw(dir, core_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
 		fprintf(stderr, "cubicled: workspace %s deleted, but not all of %s: %s\n", ws, dir,
@@ -1197,13 +1197,17 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	if (!c->cfg.spool_min_free)
 		c->cfg.spool_min_free = 1ull << 30;
 	c->store = store;
+	core_host_id_init(c);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
 	char dir[600];
 	snprintf(dir, sizeof dir, "%s/computers", cfg->state_dir);
 	mkdir(dir, 0700);
-	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
-	mkdir(dir, 0711);
+	if (cfg->sessions_dir)
+		snprintf(c->sessions_root, sizeof c->sessions_root, "%s", cfg->sessions_dir);
+	else
+		snprintf(c->sessions_root, sizeof c->sessions_root, "%s/sessions", cfg->state_dir);
+	mkdir(c->sessions_root, 0711);
 	drivers_probe();
 	if (core_recover(c, e) < 0 ||
 	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||

@@ -47,6 +47,17 @@ int core_rt_running(struct core *c, const char *id, const char *ws, char *addres
 	return 0;
 }
 
+bool core_holds(struct core *c, const char *id)
+{
+	if (!c->cluster)
+		return true;
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	bool held = r && r->state != COMPUTER_DELETED;
+	pthread_mutex_unlock(&c->lock);
+	return held;
+}
+
 static void core_count(struct core *c, bool failed)
 {
 	pthread_mutex_lock(&c->lock);

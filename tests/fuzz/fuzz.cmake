@@ -25,6 +25,7 @@ file(GLOB_RECURSE FUZZ_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/wire/*.h
 set(FUZZ_INC -I${CMAKE_SOURCE_DIR}/wire -I${CMAKE_SOURCE_DIR}/host/api
 	-I${CMAKE_SOURCE_DIR}/host/core -I${CMAKE_SOURCE_DIR}/host/store
 	-I${CMAKE_SOURCE_DIR}/host/drivers -I${CMAKE_SOURCE_DIR}/host/runner
+	-I${CMAKE_SOURCE_DIR}/host/cluster
 	-I${CMAKE_SOURCE_DIR}/envd -I${CMAKE_SOURCE_DIR}/envd/x11 -I${CMAKE_SOURCE_DIR}/envd/proc
 	-I${CMAKE_SOURCE_DIR}/envd/session -I${CMAKE_SOURCE_DIR}/envd/vnc
 	-I${CMAKE_BINARY_DIR}/envd -I${CMAKE_BINARY_DIR}/host -I${FUZZ_DIR})
@@ -91,6 +92,7 @@ set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/r
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
 	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/stream.c
 	${API}/rfbfilter.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
+	${CMAKE_SOURCE_DIR}/host/cluster/nodeauth.c
 	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c ${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c)
 # api.c is included by apihost.h (its router and handlers are static).
 foreach(h api mcp computeruse)
