@@ -44,10 +44,10 @@
 
 #include <libpq-fe.h>
 
-#define STORE_PG_TIMEOUT_MS	  15000 /* one statement, sent to answered */
-#define STORE_PG_BACKOFF_MIN_MS	  200
-#define STORE_PG_BACKOFF_MAX_MS	  5000
-#define STORE_PG_LISTEN_RETRY_MS  1000
+#define STORE_PG_TIMEOUT_MS	 15000 /* one statement, sent to answered */
+#define STORE_PG_BACKOFF_MIN_MS	 200
+#define STORE_PG_BACKOFF_MAX_MS	 5000
+#define STORE_PG_LISTEN_RETRY_MS 1000
 
 struct store_pg {
 	char uri[4096];
@@ -71,10 +71,15 @@ struct store_pg {
 /* Our defaults first, then the URI, whose own settings win. */
 static PGconn *store_pg_connect(const char *uri)
 {
-	static const char *const keys[] = {
-	    "connect_timeout",	  "application_name",  "keepalives",	   "keepalives_idle",
-	    "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname",
-	    NULL};
+	static const char *const keys[] = {"connect_timeout",
+					   "application_name",
+					   "keepalives",
+					   "keepalives_idle",
+					   "keepalives_interval",
+					   "keepalives_count",
+					   "tcp_user_timeout",
+					   "dbname",
+					   NULL};
 	const char *values[] = {"3", "cubicled", "1", "5", "2", "3", "9000", uri, NULL};
 	return PQconnectdbParams(keys, values, 1);
 }
@@ -142,7 +147,8 @@ static PGresult *store_pg_answer(struct store_pg *pg)
 	for (;;) {
 		if (store_pg_ready(pg->conn, deadline, &timed_out) < 0) {
 			if (timed_out)
-				store_pg_fail(pg, "", "the database did not answer within 15 s", true);
+				store_pg_fail(pg, "", "the database did not answer within 15 s",
+					      true);
 			else
 				store_pg_fail(pg, "", PQerrorMessage(pg->conn), true);
 			PQclear(res);
@@ -161,7 +167,8 @@ static PGresult *store_pg_answer(struct store_pg *pg)
 		}
 	}
 	if (!res)
-		store_pg_fail(pg, "", PQerrorMessage(pg->conn), PQstatus(pg->conn) != CONNECTION_OK);
+		store_pg_fail(pg, "", PQerrorMessage(pg->conn),
+			      PQstatus(pg->conn) != CONNECTION_OK);
 	return res;
 }
 
@@ -175,9 +182,8 @@ static int store_pg_check(struct store_pg *pg, PGresult *res)
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
 		return 0;
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-	bool gone = PQstatus(pg->conn) != CONNECTION_OK || !state ||
-		    strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
-		    strcmp(state, "25006") == 0;
+	bool gone = PQstatus(pg->conn) != CONNECTION_OK || !state || strncmp(state, "08", 2) == 0 ||
+		    strncmp(state, "57P", 3) == 0 || strcmp(state, "25006") == 0;
 	store_pg_fail(pg, state, PQresultErrorMessage(res), gone);
 	if (gone)
 		store_pg_drop(pg);
@@ -410,7 +416,8 @@ int store_pg_exec(struct store *s, const char *sql, struct err *e)
 	if (end)
 		pg->in_tx = false;
 	if (rc < 0 && e)
-		store_pg_error(s, strncmp(sql, "SELECT pg_advisory", 18) == 0 ? "migrating" : sql, e);
+		store_pg_error(s, strncmp(sql, "SELECT pg_advisory", 18) == 0 ? "migrating" : sql,
+			       e);
 	return rc;
 }
 
@@ -430,8 +437,8 @@ int store_pg_error(struct store *s, const char *doing, struct err *e)
 				       "again in %lld ms",
 				       s->where, doing, pg->message, (long long)wait);
 		return err_set(e, ERR_UNAVAILABLE,
-			       "the database (%s) is unavailable while %s: %s; try again",
-			       s->where, doing, pg->message);
+			       "the database (%s) is unavailable while %s: %s; try again", s->where,
+			       doing, pg->message);
 	}
 	if (strncmp(pg->sqlstate, "53100", 5) == 0)
 		return err_set(e, ERR_NO_SPACE,
@@ -527,7 +534,8 @@ static void *store_pg_listener_main(void *arg)
 				reported = true;
 			}
 		}
-		struct pollfd p[2] = {{pg->wake[0], POLLIN, 0}, {conn ? PQsocket(conn) : -1, POLLIN, 0}};
+		struct pollfd p[2] = {{pg->wake[0], POLLIN, 0},
+				      {conn ? PQsocket(conn) : -1, POLLIN, 0}};
 		int n = poll(p, 2, STORE_PG_LISTEN_RETRY_MS);
 		if (n > 0 && p[0].revents)
 			break;

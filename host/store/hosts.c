@@ -43,14 +43,14 @@ static const char SQL_FENCE_CHECK[] = "SELECT 1 FROM hosts WHERE id = ?1 AND epo
 
 /* What a computer's state no longer holds goes back to its host: CPU and
  * memory outside the holding states, the disk once deleted or lost. */
-#define STORE_RELEASE_CPU "CASE WHEN state IN " STORE_STATES_HOLDING " THEN 0 ELSE cpu_milli END"
-#define STORE_RELEASE_MEM "CASE WHEN state IN " STORE_STATES_HOLDING " THEN 0 ELSE mem_mb END"
+#define STORE_RELEASE_CPU  "CASE WHEN state IN " STORE_STATES_HOLDING " THEN 0 ELSE cpu_milli END"
+#define STORE_RELEASE_MEM  "CASE WHEN state IN " STORE_STATES_HOLDING " THEN 0 ELSE mem_mb END"
 #define STORE_RELEASE_DISK "CASE WHEN state IN ('deleted', 'lost') THEN disk_mb ELSE 0 END"
 static const char SQL_RELEASE_HOST[] =
     "UPDATE hosts SET cpu_milli_used = cpu_milli_used - r.cpu,"
     " mem_mb_used = mem_mb_used - r.mem, disk_mb_used = disk_mb_used - r.disk"
-    " FROM (SELECT host, " STORE_RELEASE_CPU " AS cpu, " STORE_RELEASE_MEM " AS mem, "
-    STORE_RELEASE_DISK " AS disk FROM computers WHERE id = ?1) AS r"
+    " FROM (SELECT host, " STORE_RELEASE_CPU " AS cpu, " STORE_RELEASE_MEM
+    " AS mem, " STORE_RELEASE_DISK " AS disk FROM computers WHERE id = ?1) AS r"
     " WHERE hosts.id = r.host AND (r.cpu <> 0 OR r.mem <> 0 OR r.disk <> 0)";
 static const char SQL_RELEASE_COMPUTER[] =
     "UPDATE computers SET cpu_milli = cpu_milli - " STORE_RELEASE_CPU ","
@@ -88,7 +88,8 @@ static const char SQL_PLACE_RECORD[] =
 static const char SQL_PLACE_HELD[] =
     "SELECT host, cpu_milli, mem_mb, disk_mb FROM computers WHERE id = ?1";
 
-static const char SQL_HOST_ENSURE[] = "INSERT INTO hosts (id) VALUES (?1) ON CONFLICT (id) DO NOTHING";
+static const char SQL_HOST_ENSURE[] =
+    "INSERT INTO hosts (id) VALUES (?1) ON CONFLICT (id) DO NOTHING";
 static const char SQL_HOST_EPOCH[] = "SELECT epoch FROM hosts WHERE id = ?1";
 static const char SQL_HOST_ADOPT[] =
     "UPDATE computers SET epoch = ?3 WHERE host = ?1 AND epoch = ?2"
@@ -134,8 +135,7 @@ static const char SQL_HOST_SET_STATE[] =
 /* ---- helpers ------------------------------------------------------------------- */
 
 /* Runs a bound statement without rows: its changes, or -1 with e. */
-static int64_t store_run(struct store *s, struct store_stmt *st, const char *doing,
-			 struct err *e)
+static int64_t store_run(struct store *s, struct store_stmt *st, const char *doing, struct err *e)
 {
 	int step = store_step(st);
 	int64_t n = store_changes(st);
@@ -163,12 +163,12 @@ static int64_t store_run_host(struct store *s, const char *sql, const char *id, 
 }
 
 /* PostgreSQL: the host's advisory lock for this transaction (lock held). */
-static int store_host_lock_locked(struct store *s, const char *id, bool exclusive,
-				  struct err *e)
+static int store_host_lock_locked(struct store *s, const char *id, bool exclusive, struct err *e)
 {
 	if (!s->pg)
 		return 0; /* SQLite: BEGIN IMMEDIATE holds the database */
-	struct store_stmt *st = store_stmt(s, exclusive ? SQL_FENCE_EXCLUSIVE : SQL_FENCE_SHARED, e);
+	struct store_stmt *st =
+	    store_stmt(s, exclusive ? SQL_FENCE_EXCLUSIVE : SQL_FENCE_SHARED, e);
 	if (!st)
 		return -1;
 	store_bind_text(st, 1, id);
@@ -340,11 +340,12 @@ int store_place_locked(struct store *s, const char *id, const struct store_place
 		return -1;
 	if (found == 0) {
 		if (p->host)
-			return err_set_param(e, ERR_UNAVAILABLE, "size",
-					     "host %s has no room now for %lld milli-vCPU, %lld MiB "
-					     "of memory and %lld MiB of disk (or it is down)",
-					     p->host, (long long)need.cpu_milli,
-					     (long long)need.mem_mb, (long long)need.disk_mb);
+			return err_set_param(
+			    e, ERR_UNAVAILABLE, "size",
+			    "host %s has no room now for %lld milli-vCPU, %lld MiB "
+			    "of memory and %lld MiB of disk (or it is down)",
+			    p->host, (long long)need.cpu_milli, (long long)need.mem_mb,
+			    (long long)need.disk_mb);
 		return err_set_param(e, ERR_UNAVAILABLE, "size",
 				     "no host has room now for %lld milli-vCPU, %lld MiB of "
 				     "memory and %lld MiB of disk; try a smaller size or later",
@@ -406,8 +407,7 @@ static int64_t store_reap_computers_locked(struct store *s, const char *id, int6
 					   const char *why, struct err *e)
 {
 	int64_t now = clock_wall_ms();
-	if (store_run_host(s, SQL_REAP_SEGMENTS, id, epoch, "closing a dead host's billing", e) <
-	    0)
+	if (store_run_host(s, SQL_REAP_SEGMENTS, id, epoch, "closing a dead host's billing", e) < 0)
 		return -1;
 	struct store_stmt *st = store_stmt(s, SQL_REAP_DELETING, e);
 	if (!st)
@@ -449,8 +449,8 @@ int store_host_reap(struct store *s, const char *id, int64_t epoch, const char *
 	if (store_begin(s, e) == 0) {
 		int64_t down = -1;
 		if (store_host_lock_locked(s, id, true, e) == 0)
-			down = store_run_host(s, SQL_HOST_DOWN, id, epoch, "declaring a host dead",
-					      e);
+			down =
+			    store_run_host(s, SQL_HOST_DOWN, id, epoch, "declaring a host dead", e);
 		if (down == 0)
 			rc = 0; /* it registered again, or was reaped already */
 		else if (down > 0 && (n = store_reap_computers_locked(s, id, epoch, why, e)) >= 0)
@@ -497,7 +497,8 @@ static int store_host_register_locked(struct store *s, const struct store_host *
 	if (!st)
 		return -1;
 	store_bind_text(st, 1, h->id);
-	if (store_run(s, st, "registering a host", e) < 0 || !(st = store_stmt(s, SQL_HOST_EPOCH, e)))
+	if (store_run(s, st, "registering a host", e) < 0 ||
+	    !(st = store_stmt(s, SQL_HOST_EPOCH, e)))
 		return -1;
 	store_bind_text(st, 1, h->id);
 	int step = store_step(st);
@@ -617,7 +618,8 @@ int store_host_list(struct store *s, struct store_host **out, size_t *n, struct 
 				size_t ncap = cap ? 2 * cap : 8;
 				struct store_host *grown = realloc(list, ncap * sizeof *list);
 				if (!grown) {
-					rc = err_set(e, ERR_INTERNAL, "out of memory listing hosts");
+					rc =
+					    err_set(e, ERR_INTERNAL, "out of memory listing hosts");
 					break;
 				}
 				list = grown;
@@ -665,10 +667,9 @@ json_t *store_host_json(const struct store_host *h)
 {
 	return json_pack("{s:s, s:s, s:I, s:s, s:{s:I, s:I, s:I, s:i}, s:{s:I, s:I, s:I},"
 			 " s:I, s:I, s:i}",
-			 "id", h->id, "address", h->address, "epoch", (json_int_t)h->epoch,
-			 "state", h->state, "capacity", "cpu_milli",
-			 (json_int_t)h->capacity.cpu_milli, "mem_mb",
-			 (json_int_t)h->capacity.mem_mb, "disk_mb",
+			 "id", h->id, "address", h->address, "epoch", (json_int_t)h->epoch, "state",
+			 h->state, "capacity", "cpu_milli", (json_int_t)h->capacity.cpu_milli,
+			 "mem_mb", (json_int_t)h->capacity.mem_mb, "disk_mb",
 			 (json_int_t)h->capacity.disk_mb, "cpu_overcommit_pct",
 			 h->cpu_overcommit_pct, "used", "cpu_milli", (json_int_t)h->used.cpu_milli,
 			 "mem_mb", (json_int_t)h->used.mem_mb, "disk_mb",

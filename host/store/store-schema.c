@@ -22,9 +22,9 @@
 	" id TEXT PRIMARY KEY,"                                                                    \
 	" address TEXT NOT NULL DEFAULT '',"                                                       \
 	" epoch BIGINT NOT NULL DEFAULT 0,"                                                        \
-	" state TEXT NOT NULL DEFAULT 'down' CHECK (state IN ('up', 'draining', 'down')),"        \
+	" state TEXT NOT NULL DEFAULT 'down' CHECK (state IN ('up', 'draining', 'down')),"         \
 	" cpu_milli BIGINT NOT NULL DEFAULT 0,"                                                    \
-	" cpu_overcommit_pct BIGINT NOT NULL DEFAULT 100 CHECK (cpu_overcommit_pct >= 100),"      \
+	" cpu_overcommit_pct BIGINT NOT NULL DEFAULT 100 CHECK (cpu_overcommit_pct >= 100),"       \
 	" mem_mb BIGINT NOT NULL DEFAULT 0,"                                                       \
 	" disk_mb BIGINT NOT NULL DEFAULT 0,"                                                      \
 	" cpu_milli_used BIGINT NOT NULL DEFAULT 0,"                                               \
@@ -158,7 +158,7 @@ const char *const store_lite_migrations[] = {
     "ALTER TABLE computers ADD COLUMN mem_mb INTEGER NOT NULL DEFAULT 0 CHECK (mem_mb >= 0);"
     "ALTER TABLE computers ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 0 CHECK (disk_mb >= 0);"
     "CREATE INDEX computers_host ON computers(host, epoch);" STORE_SCHEMA_HOSTS
-    STORE_SCHEMA_STREAM_KEYS("BLOB"),
+	STORE_SCHEMA_STREAM_KEYS("BLOB"),
 };
 
 const int store_lite_schema_version =

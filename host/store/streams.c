@@ -115,8 +115,9 @@ static const char SQL_KEY_NEWEST[] =
 static const char SQL_KEY_GET[] = "SELECT id, secret, created_ms FROM stream_keys WHERE id = ?1";
 /* The first key of a database: a host that lost the race inserts nothing
  * and reads the winner's. */
-static const char SQL_KEY_FIRST[] = "INSERT INTO stream_keys (id, secret, created_ms)"
-				    " SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM stream_keys)";
+static const char SQL_KEY_FIRST[] =
+    "INSERT INTO stream_keys (id, secret, created_ms)"
+    " SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM stream_keys)";
 static const char SQL_KEY_ADD[] =
     "INSERT INTO stream_keys (id, secret, created_ms) VALUES (?1, ?2, ?3)";
 static const char SQL_KEY_RETIRE[] =
@@ -236,8 +237,9 @@ int store_stream_key_retire(struct store *s, int64_t before_ms, struct err *e)
 	struct store_stmt *st = store_stmt(s, SQL_KEY_RETIRE, e);
 	if (st) {
 		store_bind_int64(st, 1, before_ms);
-		rc = store_step(st) == STORE_DONE ? 0
-						  : store_db_error(s, "retiring stream-token keys", e);
+		rc = store_step(st) == STORE_DONE
+			 ? 0
+			 : store_db_error(s, "retiring stream-token keys", e);
 	}
 	store_stmt_done(st);
 	store_unlock(s);
