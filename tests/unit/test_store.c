@@ -307,9 +307,9 @@ static void test_keys(void **state)
 static void test_computer_state_names(void **state)
 {
 	(void)state;
-	static const char *const names[] = {"provisioning", "running",	"stopping",
-					    "stopped",	    "starting", "deleting",
-					    "deleted",	    "error",	"offline"};
+	static const char *const names[] = {"provisioning", "running",	"stopping", "stopped",
+					    "starting",	    "deleting", "deleted",  "error",
+					    "offline",	    "lost"};
 	for (int i = 0; i < COMPUTER_STATES; i++) {
 		enum computer_state s;
 		assert_string_equal(computer_state_name((enum computer_state)i), names[i]);
@@ -651,7 +651,7 @@ static void test_usage_arithmetic(void **state)
 
 	/* md: running 1500 ms, stopped 2500 ms, then nothing. */
 	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", "running", t0, &e), 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 1); /* md's segment */
 	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", "stopped", t0 + 1500, &e), 0);
 	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", NULL, t0 + 4000, &e), 0);
 	/* small: running 10 s from t0 + 2000 (open, ticked). */
@@ -660,7 +660,7 @@ static void test_usage_arithmetic(void **state)
 	/* The other workspace: xl running 1 s. */
 	assert_int_equal(store_usage_switch(f->s, elsewhere.id, other.id, "xl", "running", t0, &e),
 			 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 12000, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 12000, &e), 2); /* small, elsewhere */
 	assert_int_equal(
 	    store_usage_switch(f->s, elsewhere.id, other.id, "xl", NULL, t0 + 1000, &e), 0);
 
@@ -794,8 +794,8 @@ static void test_usage_switch_and_open_segments(void **state)
 	assert_int_equal(store_usage_switch(f->s, b.id, w.id, "sm", "stopped", t0 + 100, &e), 0);
 	/* Switching to the same state again just starts a new segment. */
 	assert_int_equal(store_usage_switch(f->s, a.id, w.id, "xs", "running", t0 + 50, &e), 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 0);
-	/* A tick never moves an end backwards. */
+	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 2); /* rows it moved */
+	/* A tick never moves an end backwards (and says it moved nothing). */
 	assert_int_equal(store_usage_tick(f->s, t0 + 900, &e), 0);
 
 	assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
@@ -927,7 +927,7 @@ static void test_reopen_finds_everything(void **state)
 	assert_int_equal(store_computer_update(f->s, &c, &e), 0);
 	const int64_t t0 = 1700000000000LL;
 	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "small", "running", t0, &e), 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 3000, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 3000, &e), 1);
 
 	fixture_reopen(f);
 	struct store_workspace gw;
@@ -985,7 +985,7 @@ static void test_kill9_keeps_last_tick(void **state)
 		struct store *cs = store_open(f->path, &ce);
 		int ok = cs != NULL;
 		for (int i = 1; ok && i <= 5; i++)
-			ok = store_usage_tick(cs, t0 + i * 1000, &ce) == 0;
+			ok = store_usage_tick(cs, t0 + i * 1000, &ce) == 1;
 		if (ok)
 			ok = store_computer_touch(cs, c.id, c.created_ms + 5000, &ce) == 0;
 		char r = ok ? 'y' : 'n';
@@ -1363,7 +1363,7 @@ static void *worker_run(void *arg)
 		int rc = 0;
 		switch ((i + w->index) % 4) {
 		case 0:
-			rc = store_usage_tick(w->s, now, &e);
+			rc = store_usage_tick(w->s, now, &e) < 0 ? -1 : 0;
 			break;
 		case 1:
 			rc = store_computer_touch(w->s, w->c->id, now, &e);
