@@ -114,8 +114,9 @@ static void main_usage(FILE *to)
 	      "                            (else $CUBICLE_CLUSTER_SECRET)\n"
 	      "  --sessions-dir DIR        sessions on a path every host mounts (default:\n"
 	      "                            each host's own, in its state directory)\n"
-	      "  --capacity vcpus=N,memory_mb=N,disk_mb=N  what this host offers to\n"
-	      "                            placement (default: the machine's)\n"
+	      "  --capacity vcpus=N,memory_mb=N,disk_mb=N,cpu_overcommit_pct=N\n"
+	      "                            what this host offers to placement (default:\n"
+	      "                            the machine's; vCPUs overcommitted 400%)\n"
 	      "  --config FILE             flags from a file, one 'name = value' a line\n"
 	      "                            (the command line's win)\n"
 	      "\n"
@@ -357,12 +358,17 @@ static int main_capacity(const char *spec, struct core_cluster_config *cl)
 			cl->memory_mb = main_number(eq + 1, "--capacity memory_mb", 64, 1ll << 40);
 		else if (strcmp(tok, "disk_mb") == 0)
 			cl->disk_mb = main_number(eq + 1, "--capacity disk_mb", 64, 1ll << 40);
+		else if (strcmp(tok, "cpu_overcommit_pct") == 0)
+			cl->cpu_overcommit_pct =
+			    (int)main_number(eq + 1, "--capacity cpu_overcommit_pct", 100, 10000);
 		else
 			goto bad;
 	}
 	return 0;
 bad:
-	fprintf(stderr, "cubicled: --capacity takes vcpus=N,memory_mb=N,disk_mb=N, not '%s'\n",
+	fprintf(stderr,
+		"cubicled: --capacity takes vcpus=N,memory_mb=N,disk_mb=N,cpu_overcommit_pct=N, "
+		"not '%s'\n",
 		spec);
 	return -1;
 }
@@ -809,14 +815,15 @@ int main(int argc, char **argv)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	struct err e = {0};
 	snprintf(db, sizeof db, "%s/cubicle.db", state_abs);
-	if (database) {
-		/* The store's PostgreSQL back end (branch pgstore) is not here yet. */
-		fprintf(stderr, "cubicled: --database %s: this build's store is SQLite only\n",
+	if (database && !store_where_is_postgres(database)) {
+		fprintf(stderr,
+			"cubicled: --database takes postgresql://USER@HOST[:PORT]/DB, not "
+			"'%s' (one host's SQLite is the state directory's own)\n",
 			database);
 		return 2;
 	}
 	envd_set_limits(&envd_limits);
-	struct store *store = store_open(db, &e);
+	struct store *store = store_open(database ? database : db, &e);
 	if (!store) {
 		fprintf(stderr, "cubicled: %s\n", e.message);
 		return 1;

@@ -42,7 +42,7 @@ int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_clai
 	       char out[TOKEN_MAX], struct err *e)
 {
 	if (!ident_ok(c->computer, 39) || !ident_ok(c->workspace, 39) || !ident_ok(c->nonce, 16) ||
-	    (c->kid[0] && (!ident_ok(c->kid, 16) || !ident_ok(c->host, 63))))
+	    (c->kid[0] && (!ident_ok(c->kid, 23) || !ident_ok(c->host, 63))))
 		return err_set(e, ERR_INVALID, "cannot mint a token for these ids");
 	char body[TOKEN_MAX], prefix[96] = "v1";
 	if (c->kid[0])
@@ -86,7 +86,7 @@ int token_verify_ring(token_key_fn key_for, void *ctx, const char *token, const 
 		return err_set(e, ERR_UNAUTHORIZED, "malformed stream token");
 	/* Which key: v2 names it (the only field read before the MAC, and
 	 * only to pick the key: an unknown one fails like a forgery). */
-	char kid[17] = "";
+	char kid[24] = "";
 	if (v2) {
 		const char *end = strchr(token + 3, '.');
 		size_t kl = end ? (size_t)(end - token - 3) : 0;

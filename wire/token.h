@@ -35,7 +35,7 @@ struct token_claims {
 	int64_t expires; /* Unix seconds */
 	char nonce[17];
 	/* v2 only ("" in a v1 token; a v2 token is minted when kid is set): */
-	char kid[17];  /* the signing key's id (1 to 16 of A-Z a-z 0-9 - _) */
+	char kid[24];  /* the signing key's id (1 to 23 of A-Z a-z 0-9 - _) */
 	char host[64]; /* the host that held the computer (an id of 1 to 63) */
 };
 

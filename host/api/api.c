@@ -155,11 +155,8 @@ static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel 
  * in order, length-prefixed so no two requests share one. */
 static int api_canonical(const struct httpd_request *req, char *out, size_t len)
 {
-	size_t n = (size_t)snprintf(out, len, "%s", req->path);
-	for (size_t i = 0; i < req->nquery && n < len; i++)
-		n += (size_t)snprintf(out + n, len - n, "\x1f%zu:%s", strlen(req->query[i]),
-				      req->query[i]);
-	return n < len ? 0 : -1;
+	return nodeauth_canonical(req->path, (const char *const *)req->query, req->nquery, out,
+				  len);
 }
 
 /* A call another node of the cluster forwarded: its credential says whose. */
@@ -411,9 +408,19 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		snprintf(c->id, sizeof c->id, "%s", s[2]);
 		/* A call forwarded to the host that holds the computer, which
 		 * this one does not (any more): the sender looks again. */
-		if (c->forwarded && (n >= 4 || m == HTTPD_DELETE) && !core_holds(a->core, c->id))
+		if (c->forwarded && (n >= 4 || m == HTTPD_DELETE) &&
+		    !(n == 4 && strcmp(s[3], "boot") == 0) && !core_holds(a->core, c->id))
 			return err_set(e, ERR_MISDIRECTED, "host does not hold computer %s", c->id);
 		if (n == 3 && (m == HTTPD_GET || m == HTTPD_DELETE)) {
+			route->handler = api_computer;
+			return 0;
+		}
+		/* What another node placed here, to boot: a node's call only. */
+		if (n == 4 && m == HTTPD_POST && strcmp(s[3], "boot") == 0) {
+			if (!c->forwarded)
+				return err_set(e, ERR_FORBIDDEN,
+					       "boot is called by the hosts of a cluster only");
+			snprintf(c->sub, sizeof c->sub, "%s", s[3]);
 			route->handler = api_computer;
 			return 0;
 		}
@@ -540,8 +547,11 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .stream_ttl_max_s = o->stream_ttl_max_s,
 	    .stream_max_s = o->stream_max_s,
 	    .per_computer = o->streams_per_computer,
+	    .nodeauth = o->nodeauth,
 	};
 	a->streams = a->httpd ? streams_create(core, a->httpd, &so) : NULL;
+	if (a->streams)
+		streams_node_header(a->streams, API_EXTRA_NODE);
 	if (a->httpd && !a->streams)
 		err_set(e, ERR_INTERNAL, "out of memory");
 	a->mcp = a->streams ? mcp_create(core, a->streams, a->runner, o->mcp_origins, e) : NULL;

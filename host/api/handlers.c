@@ -407,6 +407,8 @@ void api_computer(void *ctx, struct httpd_request *req, struct httpd_response *r
 		rc = core_start(a->core, c->id, api_ws(c), &out, &e);
 	else if (rc == 0 && strcmp(c->sub, "recreate") == 0)
 		rc = core_recreate(a->core, c->id, api_ws(c), &out, &e);
+	else if (rc == 0 && strcmp(c->sub, "boot") == 0)
+		rc = core_boot_placed(a->core, c->id, &out, &e);
 	else if (rc == 0)
 		rc = core_get(a->core, c->id, api_ws(c), &out, &e);
 	if (rc == 0)

@@ -33,6 +33,7 @@ struct member {
 	int64_t deadline_ms; /* the lease is surely alive before this (clock_now_ms) */
 	int64_t renewed_ms;  /* the last renewal etcd confirmed */
 	bool leader;
+	char leader_id[64];  /* whose the leader key was, last round */
 	int64_t fence_epoch; /* member_fence() asked for this epoch (0 = no) */
 	char fence_why[200];
 	bool registered_once; /* for member_start */
@@ -102,6 +103,13 @@ bool member_leader(struct member *m)
 	bool l = m->leader && m->epoch && clock_now_ms() < m->deadline_ms;
 	pthread_mutex_unlock(&m->lock);
 	return l;
+}
+
+void member_leader_id(struct member *m, char out[64])
+{
+	pthread_mutex_lock(&m->lock);
+	snprintf(out, 64, "%s", m->leader_id);
+	pthread_mutex_unlock(&m->lock);
 }
 
 int64_t member_lease_age_ms(struct member *m)
@@ -270,6 +278,7 @@ static void member_elect(struct member *m, int64_t epoch)
 	pthread_mutex_lock(&m->lock);
 	bool was = m->leader;
 	m->leader = leader && m->epoch == epoch;
+	snprintf(m->leader_id, sizeof m->leader_id, "%.63s", kv.found ? kv.value : "");
 	pthread_mutex_unlock(&m->lock);
 	if (leader != was)
 		fprintf(stderr, "cubicled: cluster: host %s %s the leader\n", m->host_id,
@@ -400,7 +409,7 @@ int member_start(struct member *m, int wait_s, struct err *e)
 	return 0;
 }
 
-static void member_stop(struct member *m)
+void member_stop(struct member *m)
 {
 	if (!m->started)
 		return;
@@ -410,16 +419,20 @@ static void member_stop(struct member *m)
 	pthread_mutex_unlock(&m->lock);
 	pthread_join(m->thread, NULL);
 	m->started = false;
+	/* Not live any more for this process: nothing ticks after a stop. */
+	pthread_mutex_lock(&m->lock);
+	m->deadline_ms = 0;
+	pthread_mutex_unlock(&m->lock);
 }
 
 void member_leave(struct member *m)
 {
 	if (!m)
 		return;
-	member_stop(m);
 	pthread_mutex_lock(&m->lock);
 	int64_t epoch = m->epoch;
 	pthread_mutex_unlock(&m->lock);
+	member_stop(m);
 	if (epoch) {
 		char key[300];
 		snprintf(key, sizeof key, "%s/leader", m->prefix);

@@ -84,13 +84,18 @@ int member_start(struct member *m, int wait_s, struct err *e);
 /* Stops the thread and gives the lease back (the host leaves at once
  * instead of a TTL later: its computers are then reaped as lost). */
 void member_leave(struct member *m);
-/* Stops the thread, keeping the lease (a restart within a TTL adopts). */
+/* Stops the thread, keeping the lease (a restart within a TTL adopts);
+ * member_epoch() is 0 from then on. */
+void member_stop(struct member *m);
+/* member_stop, then frees m. */
 void member_destroy(struct member *m);
 
 /* The epoch while the lease is surely alive, else 0. Thread-safe, cheap. */
 int64_t member_epoch(struct member *m);
 /* Whether this host is the leader now. */
 bool member_leader(struct member *m);
+/* The leader's host id as last seen ("" when unknown). */
+void member_leader_id(struct member *m, char out[64]);
 /* ms since the last renewal etcd confirmed (-1 if none yet). */
 int64_t member_lease_age_ms(struct member *m);
 /* The TTL in seconds. */

@@ -113,6 +113,71 @@ int nodeauth_sign(struct nodeauth *a, const char *host, const char *ws, const ch
 	return 0;
 }
 
+int nodeauth_canonical(const char *path, const char *const *query, size_t n, char *out, size_t len)
+{
+	int w = snprintf(out, len, "%s", path);
+	if (w < 0 || (size_t)w >= len)
+		return -1;
+	size_t at = (size_t)w;
+	for (size_t i = 0; i < n; i++) {
+		w = snprintf(out + at, len - at, "\x1f%zu:%s", strlen(query[i]), query[i]);
+		if (w < 0 || (size_t)w >= len - at)
+			return -1;
+		at += (size_t)w;
+	}
+	return 0;
+}
+
+/* Appends s percent-encoded (all but A-Z a-z 0-9 - . _ ~) at *at; -1 when
+ * it does not fit. */
+static int nodeauth_escape(const char *s, size_t slen, char *out, size_t len, size_t *at)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (size_t i = 0; i < slen; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		bool plain = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+			     (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' ||
+			     ch == '~';
+		if (*at + (plain ? 1 : 3) >= len)
+			return -1;
+		if (plain) {
+			out[(*at)++] = (char)ch;
+		} else {
+			out[(*at)++] = '%';
+			out[(*at)++] = hex[ch >> 4];
+			out[(*at)++] = hex[ch & 15];
+		}
+	}
+	out[*at] = 0;
+	return 0;
+}
+
+int nodeauth_url(const char *path, const char *const *query, size_t n, char *out, size_t len)
+{
+	int w = snprintf(out, len, "%s", path);
+	if (w < 0 || (size_t)w >= len)
+		return -1;
+	size_t at = (size_t)w;
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(query[i], '=');
+		size_t nl = eq ? (size_t)(eq - query[i]) : strlen(query[i]);
+		if (at + 2 >= len)
+			return -1;
+		out[at++] = i ? '&' : '?';
+		if (nodeauth_escape(query[i], nl, out, len, &at) < 0)
+			return -1;
+		if (eq) {
+			if (at + 2 >= len)
+				return -1;
+			out[at++] = '=';
+			if (nodeauth_escape(eq + 1, strlen(eq + 1), out, len, &at) < 0)
+				return -1;
+		}
+	}
+	out[at] = 0;
+	return 0;
+}
+
 /* Records nonce until expires_ms; -1 when it was seen (or the table is too
  * full to remember it: refused rather than forgotten). Lock held. */
 static int nodeauth_seen(struct nodeauth *a, uint64_t nonce, int64_t now_ms, int64_t expires_ms)

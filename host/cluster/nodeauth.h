@@ -53,6 +53,17 @@ int nodeauth_sign(struct nodeauth *a, const char *host, const char *ws, const ch
 		  const char *path_query, int64_t now_ms, char out[NODEAUTH_MAX], struct err *e);
 
 /*
+ * What is signed of a call's path and query: the receiver's view of it,
+ * its decoded path and its decoded query fragments ("name=value") in
+ * order, each length-prefixed so no two calls share a form. -1 when it
+ * does not fit in len.
+ */
+int nodeauth_canonical(const char *path, const char *const *query, size_t n, char *out, size_t len);
+/* The URL path of the same call: path, then the fragments with their name
+ * and value escaped. -1 when it does not fit (or out of memory). */
+int nodeauth_url(const char *path, const char *const *query, size_t n, char *out, size_t len);
+
+/*
  * Checks a presented value for a call of method to path_query at now_ms:
  * 0 and the claims, or ERR_UNAUTHORIZED saying why (malformed, forged,
  * outside the window, replayed). ws_out gets the workspace ("" = the admin).

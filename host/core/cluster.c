@@ -1,26 +1,790 @@
 /*
- * cluster: the core's side of a cluster of hosts (docs/cluster.md). The
- * store's cluster tables (branch pgstore) are not here yet: a cluster
- * cannot start (main.c refuses --database), and these answer so.
+ * cluster: the core's side of a cluster of hosts (docs/cluster.md).
+ *
+ * Each host serves the whole API. What it holds itself (its computers, in
+ * c->rts) it serves as one host does; a computer another host holds is
+ * reached through that host's REST API with this node's credential
+ * (nodeauth.h) saying whose call it is. Here:
+ *
+ *   - membership: the member (member.h) and its hooks: registering this
+ *     host under its epoch (store_host_register), stopping every computer
+ *     when fenced, the leader's reaping of hosts whose lease is gone
+ *     (store_host_reap);
+ *   - the catalog, memory the API's event loop reads (under c->lock): the
+ *     hosts and their addresses, the stream-token keys, the stream
+ *     revocations (pushed by the store as they commit on any host), and a
+ *     short-lived cache of which host holds which computer;
+ *   - forwarding: a call for a computer held elsewhere, signed, capped like
+ *     an envd's answer, looked up again once when the other host answers
+ *     421 (it does not hold it any more);
+ *   - placement's second half: telling the chosen host to boot what the
+ *     database placed on it, and placing again elsewhere when it cannot;
+ *     re-creating a lost computer; draining a host.
+ *
+ * The database is the truth for where a computer is (its host and epoch),
+ * etcd for who is alive.
  */
 #include "core-internal.h"
 
-int core_cluster_hosts(struct core *c, json_t **out, struct err *e)
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "clock.h"
+#include "ident.h"
+#include "member.h"
+#include "nodeauth.h"
+
+#define CL_WHERE       1024 /* computer → host cache entries */
+#define CL_WHERE_MS    5000 /* how long one is trusted without asking */
+#define CL_KEYS	       8    /* stream-token keys kept for verifying */
+#define CL_PLACE_TRIES 3    /* hosts a create tries before it fails */
+#define CL_OVERCOMMIT  400  /* vCPUs placed per physical one, in % (--capacity) */
+#define CL_MAX_FORWARD 9000 /* a forwarded path and query */
+
+struct cl_where {
+	char id[40], host[64];
+	int64_t until_ms;
+};
+
+struct cl_revoked {
+	char id[40];
+	int64_t ms;
+};
+
+struct core_cluster {
+	struct core *c;
+	struct member *member;
+	struct nodeauth *nodeauth;
+	bool fenced_once; /* member thread: a registration after a fence adopts nothing */
+	bool stopped;	  /* under c->lock: the member stopped (a clean shutdown) */
+	/* The catalog, under c->lock: */
+	struct store_host *hosts;
+	size_t nhosts;
+	struct cl_where where[CL_WHERE];
+	unsigned where_next;
+	struct store_stream_key keys[CL_KEYS];
+	size_t nkeys; /* keys[0]: the current one, which signs */
+	struct cl_revoked *revoked;
+	size_t nrevoked;
+};
+
+/* ---- membership's hooks (the member's thread) ------------------------------------------- */
+
+static int cl_registered(void *ctx, int64_t epoch, bool reused, struct err *e)
 {
-	(void)c, (void)out;
-	return err_set(e, ERR_UNAVAILABLE, "no cluster");
+	struct core *c = ctx;
+	struct core_cluster *cl = c->cluster;
+	struct core_capacity cap;
+	core_capacity(c, &cap);
+	struct store_host h = {.epoch = epoch,
+			       .cpu_overcommit_pct = c->cfg.cluster.cpu_overcommit_pct > 0
+							 ? c->cfg.cluster.cpu_overcommit_pct
+							 : CL_OVERCOMMIT,
+			       .capacity = {cap.millicpus, cap.memory_mb, cap.disk_mb}};
+	snprintf(h.id, sizeof h.id, "%s", c->host_id);
+	snprintf(h.address, sizeof h.address, "%s", c->cfg.cluster.address);
+	/* At start, the computers of our previous epoch (cubicled restarted,
+	 * they kept running) are ours again unless reaped meanwhile; after a
+	 * fence they were stopped: they are lost. */
+	int moved = 0;
+	bool adopt = !cl->fenced_once;
+	if (store_host_register(c->store, &h, adopt, &moved, e) < 0)
+		return -1;
+	if (moved)
+		fprintf(stderr,
+			"cubicled: cluster: %d computers of this host's previous epoch %s\n", moved,
+			adopt ? "adopted" : "lost");
+	(void)reused;
+	return 0;
 }
 
-int core_cluster_drain(struct core *c, const char *host, const char *mode, json_t **out,
-		       struct err *e)
+static void cl_fenced(void *ctx, int64_t epoch, const char *why)
 {
-	(void)c, (void)host, (void)mode, (void)out;
-	return err_set(e, ERR_UNAVAILABLE, "no cluster");
+	core_cluster_fenced(ctx, epoch, why);
+}
+
+static int cl_hosts(void *ctx, struct member_host **out, size_t *n, struct err *e)
+{
+	struct core *c = ctx;
+	struct store_host *h = NULL;
+	size_t nh = 0;
+	*out = NULL;
+	*n = 0;
+	if (store_host_list(c->store, &h, &nh, e) < 0)
+		return -1;
+	*out = calloc(nh ? nh : 1, sizeof **out);
+	if (!*out) {
+		free(h);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	for (size_t i = 0; i < nh; i++) {
+		if (h[i].epoch <= 0)
+			continue;
+		snprintf((*out)[*n].id, sizeof(*out)[*n].id, "%s", h[i].id);
+		(*out)[*n].epoch = h[i].epoch;
+		(*n)++;
+	}
+	free(h);
+	return 0;
+}
+
+static int cl_reap(void *ctx, const char *host, int64_t epoch, struct err *e)
+{
+	struct core *c = ctx;
+	int lost = 0;
+	int rc = store_host_reap(c->store, host, epoch, "its host died: its lease in etcd expired",
+				 &lost, e);
+	if (rc == 1)
+		fprintf(stderr,
+			"cubicled: cluster: host %s (epoch %" PRId64 "): %d computers lost\n", host,
+			epoch, lost);
+	return rc < 0 ? -1 : 0;
+}
+
+/* ---- stream revocations (the store's listener thread) ------------------------------------- */
+
+void core_cluster_revoked(struct core *c, const char *computer, int64_t revoked_ms)
+{
+	struct core_cluster *cl = c->cluster;
+	bool fresh = false;
+	pthread_mutex_lock(&c->lock);
+	size_t i = 0;
+	while (cl && i < cl->nrevoked && strcmp(cl->revoked[i].id, computer) != 0)
+		i++;
+	if (cl && i == cl->nrevoked) {
+		struct cl_revoked *grown = realloc(cl->revoked, (cl->nrevoked + 1) * sizeof *grown);
+		if (grown) {
+			cl->revoked = grown;
+			snprintf(cl->revoked[i].id, sizeof cl->revoked[i].id, "%s", computer);
+			cl->revoked[i].ms = 0;
+			cl->nrevoked++;
+		}
+	}
+	if (cl && i < cl->nrevoked && cl->revoked[i].ms < revoked_ms) {
+		cl->revoked[i].ms = revoked_ms;
+		fresh = true;
+	}
+	struct core_rt *r = core_rt_find(c, computer);
+	if (r && r->revoked_ms < revoked_ms)
+		r->revoked_ms = revoked_ms;
+	pthread_mutex_unlock(&c->lock);
+	/* Made on any host: this host's streams of that computer close too,
+	 * relays to its holder included. */
+	if (fresh && c->close_streams)
+		c->close_streams(c->close_streams_ctx, computer);
+}
+
+static void cl_revoked(void *ctx, const char *computer, int64_t revoked_ms)
+{
+	core_cluster_revoked(ctx, computer, revoked_ms);
+}
+
+/* ---- opening and closing --------------------------------------------------------------------- */
+
+int core_cluster_open(struct core *c, struct err *e)
+{
+	const struct core_cluster_config *cfg = &c->cfg.cluster;
+	if (!cfg->etcd)
+		return 0;
+	if (strcmp(store_backend(c->store), "postgresql") != 0)
+		return err_set(
+		    e, ERR_INVALID,
+		    "a cluster shares its state in PostgreSQL: --database postgresql://...");
+	struct core_cluster *cl = calloc(1, sizeof *cl);
+	if (!cl)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	cl->c = c;
+	cl->nodeauth = cfg->nodeauth;
+	struct member_config mc = {.etcd = cfg->etcd,
+				   .host_id = c->host_id,
+				   .address = cfg->address,
+				   .ttl_s = cfg->ttl_s,
+				   .state_dir = c->cfg.state_dir};
+	struct member_hooks hooks = {.ctx = c,
+				     .registered = cl_registered,
+				     .fenced = cl_fenced,
+				     .hosts = cl_hosts,
+				     .reap = cl_reap};
+	cl->member = member_create(&mc, &hooks, e);
+	if (!cl->member) {
+		free(cl);
+		return -1;
+	}
+	c->cluster = cl;
+	store_on_stream_revoke(c->store, cl_revoked, c);
+	/* Registered before anything else: recovery needs the epoch, and
+	 * what the database says this host holds under it. */
+	if (member_start(cl->member, 60, e) < 0)
+		return -1;
+	core_cluster_refresh(c);
+	return 0;
+}
+
+void core_cluster_close(struct core *c)
+{
+	struct core_cluster *cl = c->cluster;
+	if (!cl || !cl->member)
+		return;
+	/* The lease is kept, not given back: a restart within its TTL adopts
+	 * this host's computers (they keep running meanwhile). */
+	struct member *m = cl->member;
+	member_stop(m);
+	pthread_mutex_lock(&c->lock);
+	cl->stopped = true;
+	pthread_mutex_unlock(&c->lock);
+	store_on_stream_revoke(c->store, NULL, NULL);
+}
+
+void core_cluster_free(struct core *c)
+{
+	struct core_cluster *cl = c->cluster;
+	if (!cl)
+		return;
+	core_cluster_close(c);
+	member_destroy(cl->member);
+	c->cluster = NULL;
+	free(cl->hosts);
+	free(cl->revoked);
+	OPENSSL_cleanse(cl->keys, sizeof cl->keys);
+	free(cl);
+}
+
+int64_t core_cluster_epoch(struct core *c)
+{
+	return c->cluster ? member_epoch(c->cluster->member) : 0;
+}
+
+void core_cluster_fence(struct core *c, int64_t epoch, const char *why)
+{
+	if (c->cluster)
+		member_fence(c->cluster->member, epoch, why);
+}
+
+/* ---- the catalog ------------------------------------------------------------------------------
+ */
+
+void core_cluster_refresh(struct core *c)
+{
+	struct core_cluster *cl = c->cluster;
+	if (!cl)
+		return;
+	struct store_host *hosts = NULL;
+	size_t nh = 0;
+	if (store_host_list(c->store, &hosts, &nh, NULL) == 0) {
+		pthread_mutex_lock(&c->lock);
+		free(cl->hosts);
+		cl->hosts = hosts;
+		cl->nhosts = nh;
+		pthread_mutex_unlock(&c->lock);
+	}
+	/* The current key (made by the first host that asks), kept with the
+	 * few before it: tokens they signed verify until they expire. */
+	struct store_stream_key k;
+	if (store_stream_key_current(c->store, NULL, &k, NULL) == 0) {
+		pthread_mutex_lock(&c->lock);
+		if (!cl->nkeys || strcmp(cl->keys[0].id, k.id) != 0) {
+			size_t keep = cl->nkeys < CL_KEYS ? cl->nkeys : CL_KEYS - 1;
+			memmove(&cl->keys[1], &cl->keys[0], keep * sizeof cl->keys[0]);
+			cl->keys[0] = k;
+			cl->nkeys = keep + 1;
+		}
+		pthread_mutex_unlock(&c->lock);
+		OPENSSL_cleanse(&k, sizeof k);
+	}
+}
+
+int core_host_address(struct core *c, const char *host, char *out, size_t len)
+{
+	int rc = -1;
+	pthread_mutex_lock(&c->lock);
+	struct core_cluster *cl = c->cluster;
+	for (size_t i = 0; cl && i < cl->nhosts && rc < 0; i++) {
+		if (strcmp(cl->hosts[i].id, host) == 0 && cl->hosts[i].epoch > 0) {
+			snprintf(out, len, "%s", cl->hosts[i].address);
+			rc = 0;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int core_stream_key(struct core *c, const char *kid, unsigned char key[32])
+{
+	int rc = -1;
+	pthread_mutex_lock(&c->lock);
+	struct core_cluster *cl = c->cluster;
+	for (size_t i = 0; cl && i < cl->nkeys && rc < 0; i++) {
+		if (strcmp(cl->keys[i].id, kid) == 0) {
+			memcpy(key, cl->keys[i].secret, STORE_STREAM_KEY_BYTES);
+			rc = 0;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int core_stream_key_now(struct core *c, char kid[24], unsigned char key[32])
+{
+	int rc = -1;
+	pthread_mutex_lock(&c->lock);
+	struct core_cluster *cl = c->cluster;
+	if (cl && cl->nkeys) {
+		snprintf(kid, 24, "%s", cl->keys[0].id);
+		memcpy(key, cl->keys[0].secret, STORE_STREAM_KEY_BYTES);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+bool core_stream_revoked(struct core *c, const char *id, int64_t issued)
+{
+	bool revoked = false;
+	pthread_mutex_lock(&c->lock);
+	struct core_cluster *cl = c->cluster;
+	for (size_t i = 0; cl && i < cl->nrevoked; i++)
+		if (strcmp(cl->revoked[i].id, id) == 0 && issued <= cl->revoked[i].ms)
+			revoked = true;
+	struct core_rt *r = core_rt_find(c, id);
+	if (r && issued <= r->revoked_ms)
+		revoked = true;
+	pthread_mutex_unlock(&c->lock);
+	return revoked;
+}
+
+int64_t core_cluster_issue_ms(struct core *c, const char *id)
+{
+	int64_t now = clock_wall_ms();
+	pthread_mutex_lock(&c->lock);
+	struct core_cluster *cl = c->cluster;
+	for (size_t i = 0; cl && i < cl->nrevoked; i++)
+		if (strcmp(cl->revoked[i].id, id) == 0 && now <= cl->revoked[i].ms)
+			now = cl->revoked[i].ms + 1;
+	pthread_mutex_unlock(&c->lock);
+	return now;
+}
+
+/* ---- where a computer is --------------------------------------------------------------------- */
+
+static void cl_where_put(struct core *c, const char *id, const char *host)
+{
+	pthread_mutex_lock(&c->lock);
+	struct core_cluster *cl = c->cluster;
+	struct cl_where *w = NULL;
+	for (unsigned i = 0; cl && i < CL_WHERE && !w; i++)
+		if (strcmp(cl->where[i].id, id) == 0)
+			w = &cl->where[i];
+	if (cl && !w)
+		w = &cl->where[cl->where_next++ % CL_WHERE];
+	if (w) {
+		snprintf(w->id, sizeof w->id, "%s", id);
+		snprintf(w->host, sizeof w->host, "%s", host);
+		w->until_ms = clock_now_ms() + CL_WHERE_MS;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void core_cluster_forget(struct core *c, const char *id)
+{
+	pthread_mutex_lock(&c->lock);
+	struct core_cluster *cl = c->cluster;
+	for (unsigned i = 0; cl && i < CL_WHERE; i++)
+		if (strcmp(cl->where[i].id, id) == 0)
+			cl->where[i].id[0] = 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int core_cluster_holder(struct core *c, const char *id, const char *ws, char *address, size_t alen,
+			struct err *e)
+{
+	if (!c->cluster)
+		return 0;
+	char host[64] = "";
+	int64_t now = clock_now_ms();
+	pthread_mutex_lock(&c->lock);
+	struct core_cluster *cl = c->cluster;
+	struct core_rt *r = core_rt_find(c, id);
+	bool local = r && r->state != COMPUTER_DELETED && r->state != COMPUTER_LOST;
+	for (unsigned i = 0; cl && !local && i < CL_WHERE && !host[0]; i++)
+		if (strcmp(cl->where[i].id, id) == 0 && cl->where[i].until_ms > now)
+			snprintf(host, sizeof host, "%s", cl->where[i].host);
+	pthread_mutex_unlock(&c->lock);
+	if (local)
+		return 0;
+	/* The cache is by id alone: the workspace check is the holder's (a
+	 * call forwarded there with another workspace is a 404 there). */
+	if (!host[0]) {
+		struct store_computer sc = {0};
+		if (store_computer_get(c->store, id, ws, &sc, e) < 0)
+			return -1;
+		snprintf(host, sizeof host, "%s", sc.host);
+		enum computer_state st = sc.state;
+		store_computer_clear(&sc);
+		if (st == COMPUTER_LOST || st == COMPUTER_DELETED || !host[0] ||
+		    strcmp(host, c->host_id) == 0)
+			return 0; /* nobody else holds it: the local path says why */
+		cl_where_put(c, id, host);
+	}
+	if (core_host_address(c, host, address, alen) < 0)
+		return err_set(
+		    e, ERR_UNAVAILABLE,
+		    "computer %s is on host %s, which is down (its computers become lost "
+		    "when its lease expires)",
+		    id, host);
+	return 1;
+}
+
+/* ---- forwarding ---------------------------------------------------------------------------------
+ */
+
+/* Signs and sends q to the host at address, as workspace ws. */
+static int cl_send(struct core *c, const char *address, const char *ws, struct core_node_call *q,
+		   struct envd_reply *r, struct err *e)
+{
+	struct core_cluster *cl = c->cluster;
+	char canon[CL_MAX_FORWARD], url[CL_MAX_FORWARD], cred[NODEAUTH_MAX],
+	    header[NODEAUTH_MAX + 32];
+	if (nodeauth_canonical(q->path, q->query, q->nquery, canon, sizeof canon) < 0 ||
+	    nodeauth_url(q->path, q->query, q->nquery, url, sizeof url) < 0)
+		return err_set(e, ERR_INVALID, "the request is too long to forward");
+	if (nodeauth_sign(cl->nodeauth, c->host_id, ws, q->method, canon, clock_wall_ms(), cred,
+			  e) < 0)
+		return -1;
+	snprintf(header, sizeof header, "X-Cubicle-Node: %s", cred);
+	struct envd_node_call nc = {.method = q->method,
+				    .path = url,
+				    .header = header,
+				    .body = q->body,
+				    .len = q->len,
+				    .body_fd = q->body_fd,
+				    .body_fd_len = q->body_fd_len,
+				    .out_fd = q->out_fd,
+				    .out_reserve = q->out_reserve,
+				    .out_reserve_arg = q->out_reserve_arg,
+				    .timeout_ms = q->timeout_ms};
+	if (q->body_fd >= 0 && lseek(q->body_fd, 0, SEEK_SET) < 0)
+		return err_set(e, ERR_INTERNAL, "cannot read the spooled body: %s",
+			       strerror(errno));
+	if (q->out_fd >= 0 && (ftruncate(q->out_fd, 0) < 0 || lseek(q->out_fd, 0, SEEK_SET) < 0))
+		return err_set(e, ERR_INTERNAL, "cannot reuse the spool file: %s", strerror(errno));
+	return envd_node(address, &nc, r, e);
+}
+
+int core_cluster_call(struct core *c, const char *id, const char *ws, struct core_node_call *q,
+		      struct envd_reply *r, struct err *e)
+{
+	for (int attempt = 0;; attempt++) {
+		char address[256];
+		int where = core_cluster_holder(c, id, ws, address, sizeof address, e);
+		if (where <= 0)
+			return where < 0 ? -1 : 1; /* 1: not held elsewhere: serve it here */
+		if (cl_send(c, address, ws, q, r, e) < 0) {
+			core_cluster_forget(c, id);
+			return -1;
+		}
+		/* Its host changed since we looked: once more, from the database. */
+		if (r->status == 421 && attempt == 0) {
+			envd_reply_free(r);
+			core_cluster_forget(c, id);
+			continue;
+		}
+		return 0;
+	}
+}
+
+/* An answer's JSON: *out on ok_status, else e from its error. */
+static int cl_answer_json(const char *id, struct envd_reply *r, int ok_status, json_t **out,
+			  struct err *e)
+{
+	json_t *j = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+	int status = r->status;
+	envd_reply_free(r);
+	if (status != ok_status) {
+		err_from_json(e, j, status);
+		json_decref(j);
+		return -1;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return err_set(e, ERR_BAD_GATEWAY,
+			       "the host that holds computer %s answered no JSON object", id);
+	}
+	*out = j;
+	return 0;
+}
+
+int core_cluster_json(struct core *c, const char *id, const char *ws, const char *method,
+		      const char *path, int ok_status, json_t **out, struct err *e)
+{
+	struct core_node_call q = {
+	    .method = method, .path = path, .body_fd = -1, .out_fd = -1, .timeout_ms = 0};
+	struct envd_reply r;
+	int rc = core_cluster_call(c, id, ws, &q, &r, e);
+	if (rc != 0)
+		return rc;
+	return cl_answer_json(id, &r, ok_status, out, e) < 0 ? -1 : 0;
+}
+
+/* ---- placement's second half --------------------------------------------------------------------
+ */
+
+/* Asks host (at address) to boot computer id, which the database placed
+ * there: POST /v1/computers/{id}/boot, a node's call only. */
+static int cl_boot_on(struct core *c, const char *host, const char *id, json_t **out, struct err *e)
+{
+	char address[256], path[128];
+	if (core_host_address(c, host, address, sizeof address) < 0) {
+		core_cluster_refresh(c);
+		if (core_host_address(c, host, address, sizeof address) < 0)
+			return err_set(e, ERR_UNAVAILABLE, "host %s is down", host);
+	}
+	snprintf(path, sizeof path, "/v1/computers/%s/boot", id);
+	struct core_node_call q = {
+	    .method = "POST", .path = path, .body_fd = -1, .out_fd = -1, .timeout_ms = 10000};
+	struct envd_reply r;
+	if (cl_send(c, address, NULL, &q, &r, e) < 0)
+		return -1;
+	return cl_answer_json(id, &r, 200, out, e);
+}
+
+int core_cluster_launch(struct core *c, struct store_computer *sc, json_t **out, struct err *e)
+{
+	char tried[CL_PLACE_TRIES * 66] = ",";
+	for (int n = 0;; n++) {
+		if (strcmp(sc->host, c->host_id) == 0) {
+			if (!core_rt_add(c, sc))
+				return err_set(e, ERR_INTERNAL, "out of memory");
+			core_boot_later(c, sc->id);
+			*out = core_json_public(sc);
+			return 0;
+		}
+		struct err be = {0};
+		if (cl_boot_on(c, sc->host, sc->id, out, &be) == 0) {
+			cl_where_put(c, sc->id, sc->host);
+			return 0;
+		}
+		fprintf(stderr, "cubicled: cluster: %s: host %s did not take it: %s\n", sc->id,
+			sc->host, be.message);
+		/* Elsewhere, never on a host that failed it already. */
+		size_t at = strlen(tried);
+		snprintf(tried + at, sizeof tried - at, "%s,", sc->host);
+		struct store_capacity need = sc->reserved;
+		struct store_place p = {.need = need, .exclude = tried};
+		struct store_placed placed;
+		if (n + 1 >= CL_PLACE_TRIES || store_place(c->store, sc->id, &p, &placed, e) < 0) {
+			if (n + 1 >= CL_PLACE_TRIES)
+				err_set(e, be.code ? be.code : ERR_UNAVAILABLE,
+					"no host could start computer %s (the last, %s: %s)",
+					sc->id, sc->host, be.message);
+			/* It never started: an error, holding nothing. */
+			store_computer_set_state(c->store, sc->id, "error", e->message, NULL);
+			return -1;
+		}
+		snprintf(sc->host, sizeof sc->host, "%s", placed.host);
+		sc->epoch = placed.epoch;
+	}
+}
+
+int core_cluster_boot(struct core *c, const char *id, json_t **out, struct err *e)
+{
+	struct store_computer sc = {0};
+	if (store_computer_get(c->store, id, NULL, &sc, e) < 0)
+		return -1;
+	int rc = 0;
+	int64_t epoch = core_cluster_epoch(c);
+	if (strcmp(sc.host, c->host_id) != 0 || sc.epoch != epoch || !epoch)
+		rc = err_set(e, ERR_MISDIRECTED,
+			     "computer %s is not placed on host %s (epoch %" PRId64 ")", id,
+			     c->host_id, epoch);
+	else if (sc.state != COMPUTER_PROVISIONING)
+		rc = err_set(e, ERR_CONFLICT, "computer %s is %s, not provisioning", id,
+			     computer_state_name(sc.state));
+	else if (!core_rt_add(c, &sc))
+		rc = err_set(e, ERR_INTERNAL, "out of memory");
+	if (rc == 0) {
+		core_boot_later(c, id);
+		*out = core_json_public(&sc);
+	}
+	store_computer_clear(&sc);
+	return rc;
+}
+
+/* ---- hosts, drain, recreate -------------------------------------------------------------------
+ */
+
+int core_cluster_hosts(struct core *c, json_t **out, struct err *e)
+{
+	struct core_cluster *cl = c->cluster;
+	struct store_host *hosts = NULL;
+	size_t n = 0;
+	if (store_host_list(c->store, &hosts, &n, e) < 0)
+		return -1;
+	char leader[64];
+	member_leader_id(cl->member, leader);
+	int64_t now = clock_wall_ms();
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const struct store_host *h = &hosts[i];
+		bool me = strcmp(h->id, c->host_id) == 0;
+		struct core_capacity cap = {h->capacity.cpu_milli, h->capacity.mem_mb,
+					    h->capacity.disk_mb},
+				     used = {h->used.cpu_milli, h->used.mem_mb, h->used.disk_mb};
+		json_t *capj = core_capacity_json(&cap);
+		json_object_set_new(capj, "cpu_overcommit_pct",
+				    json_integer(h->cpu_overcommit_pct));
+		/* The warm pool's desktops there (counted in computers too). */
+		int warm = 0;
+		if (c->pool_ws[0]) {
+			struct store_filter f = {.workspace = c->pool_ws, .host = h->id};
+			struct store_computer *all = NULL;
+			size_t na = 0;
+			if (store_computer_list(c->store, &f, &all, &na, NULL) == 0)
+				for (size_t k = 0; k < na; k++) {
+					if (all[k].state != COMPUTER_LOST)
+						warm++;
+					store_computer_clear(&all[k]);
+				}
+			free(all);
+		}
+		char epoch[24];
+		snprintf(epoch, sizeof epoch, "%" PRId64, h->epoch);
+		int64_t age = me ? member_lease_age_ms(cl->member) : now - h->seen_ms;
+		json_t *j = json_pack(
+		    "{s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:i, s:i, s:I, s:I}", "id", h->id,
+		    "address", h->address, "state", h->epoch > 0 ? h->state : "down", "epoch",
+		    epoch, "leader", h->epoch > 0 && strcmp(leader, h->id) == 0, "lease_age_ms",
+		    h->epoch > 0 && age >= 0 ? json_integer(age) : json_null(), "capacity", capj,
+		    "allocated", core_capacity_json(&used), "computers", h->computers, "warm", warm,
+		    "registered_at", (json_int_t)h->registered_ms, "seen_at",
+		    (json_int_t)h->seen_ms);
+		json_array_append_new(arr, j);
+	}
+	free(hosts);
+	*out = json_pack("{s:o}", "hosts", arr);
+	return 0;
 }
 
 int core_cluster_recreate(struct core *c, const char *id, const char *ws, json_t **out,
 			  struct err *e)
 {
-	(void)c, (void)id, (void)ws, (void)out;
-	return err_set(e, ERR_UNAVAILABLE, "no cluster");
+	struct store_computer sc = {0};
+	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
+		return -1;
+	if (sc.state != COMPUTER_LOST) {
+		int rc = err_set(e, ERR_CONFLICT,
+				 "computer %s is %s: only a lost computer (its host died) is "
+				 "re-created",
+				 id, computer_state_name(sc.state));
+		store_computer_clear(&sc);
+		return rc;
+	}
+	/* The same id, workspace, kind, size, metadata and session; a fresh
+	 * disk from the image, a new agent token. */
+	char old[sizeof sc.host];
+	snprintf(old, sizeof old, "%s", sc.host);
+	if (ident_random_hex(sc.envd_token, 24, e) < 0) {
+		store_computer_clear(&sc);
+		return -1;
+	}
+	json_decref(sc.driver_state);
+	sc.driver_state = json_object();
+	sc.state = COMPUTER_PROVISIONING;
+	sc.error[0] = 0;
+	sc.accel[0] = 0;
+	sc.last_activity_ms = clock_wall_ms();
+	struct core_capacity need;
+	core_capacity_of(sc.kind, sc.size, &need);
+	struct store_place p = {.need = {need.millicpus, need.memory_mb, need.disk_mb}};
+	struct store_commit how = {.place = &p, .limit = core_limit(c, sc.workspace)};
+	int rc = store_computer_commit(c->store, &sc, &how, e);
+	if (rc == 0) {
+		fprintf(stderr, "cubicled: cluster: %s re-created: was on %s, placed on %s\n", id,
+			old, sc.host);
+		core_cluster_forget(c, id);
+		rc = core_cluster_launch(c, &sc, out, e);
+	}
+	store_computer_clear(&sc);
+	return rc;
+}
+
+int core_cluster_drain(struct core *c, const char *host, const char *mode, json_t **out,
+		       struct err *e)
+{
+	bool move = strcmp(mode, "move") == 0;
+	if (move && strcmp(host, c->host_id) != 0) {
+		/* Its computers move from where they run: the host does it. */
+		char address[256], path[160];
+		if (core_host_address(c, host, address, sizeof address) < 0)
+			return err_set(e, ERR_CONFLICT, "host %s is down or unknown", host);
+		snprintf(path, sizeof path, "/v1/hosts/%s/drain", host);
+		struct core_node_call q = {.method = "POST",
+					   .path = path,
+					   .body = "{\"mode\":\"move\"}",
+					   .len = 15,
+					   .body_fd = -1,
+					   .out_fd = -1,
+					   .timeout_ms = 600000};
+		struct envd_reply r;
+		if (cl_send(c, address, NULL, &q, &r, e) < 0)
+			return -1;
+		return cl_answer_json(host, &r, 200, out, e);
+	}
+	if (store_host_set_state(c->store, host, strcmp(mode, "off") == 0 ? "up" : "draining", e) <
+	    0)
+		return -1;
+	json_t *moved = json_array();
+	if (move) {
+		/* Each of ours, stopped and destroyed here, made again elsewhere
+		 * (as a recreate: its session stays, its disk does not). */
+		struct store_filter f = {.host = c->host_id};
+		struct store_computer *all = NULL;
+		size_t n = 0;
+		if (store_computer_list(c->store, &f, &all, &n, e) < 0) {
+			json_decref(moved);
+			return -1;
+		}
+		for (size_t i = 0; i < n; i++) {
+			const char *id = all[i].id;
+			if (all[i].state == COMPUTER_LOST ||
+			    (c->pool_ws[0] && strcmp(all[i].workspace, c->pool_ws) == 0))
+				continue;
+			core_lose_local(c, id, "moved off its draining host");
+			struct err me = {0};
+			json_t *one = NULL;
+			if (core_cluster_recreate(c, id, NULL, &one, &me) == 0)
+				json_array_append_new(moved, json_string(id));
+			else
+				fprintf(stderr, "cubicled: cluster: drain: %s not moved: %s\n", id,
+					me.message);
+			json_decref(one);
+		}
+		for (size_t i = 0; i < n; i++)
+			store_computer_clear(&all[i]);
+		free(all);
+	}
+	struct store_host h;
+	if (store_host_get(c->store, host, &h, e) < 0) {
+		json_decref(moved);
+		return -1;
+	}
+	json_t *hosts = NULL;
+	json_t *hj = NULL;
+	if (core_cluster_hosts(c, &hosts, NULL) == 0) {
+		size_t i;
+		json_t *one;
+		json_array_foreach(json_object_get(hosts, "hosts"), i, one)
+		{
+			if (strcmp(json_string_value(json_object_get(one, "id")), host) == 0)
+				hj = json_incref(one);
+		}
+	}
+	json_decref(hosts);
+	*out = json_pack("{s:o, s:o}", "host", hj ? hj : store_host_json(&h), "moved", moved);
+	return 0;
 }

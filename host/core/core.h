@@ -38,6 +38,7 @@ struct core_cluster_config {
 	 * memory, and the state directory's disk). */
 	int vcpus;
 	int64_t memory_mb, disk_mb;
+	int cpu_overcommit_pct; /* vCPUs placed per 100 physical ones (0 = 400) */
 };
 
 struct core_config {
@@ -236,6 +237,21 @@ int core_host_drain(struct core *c, const char *host, const char *mode, json_t *
  * session; its disk is gone): *out its JSON, provisioning. ERR_CONFLICT
  * unless it is lost. */
 int core_recreate(struct core *c, const char *id, const char *ws, json_t **out, struct err *e);
+
+/* ---- a cluster's catalog, for the API's loop (memory only) ---------------------------- */
+
+/* The address ("IP:PORT") of a host that is up; -1 when unknown or down. */
+int core_host_address(struct core *c, const char *host, char *out, size_t len);
+/* A stream-token key by id; the current one (which signs) with its id.
+ * -1 when there is none (one host: the API's own key signs). */
+int core_stream_key(struct core *c, const char *kid, unsigned char key[32]);
+int core_stream_key_now(struct core *c, char kid[24], unsigned char key[32]);
+/* Whether a stream token of computer id issued at `issued` was revoked,
+ * on any host of the cluster (or this one). */
+bool core_stream_revoked(struct core *c, const char *id, int64_t issued);
+/* POST /v1/computers/{id}/boot: a node's call only (docs/cluster.md): boots
+ * what the database placed on this host. */
+int core_boot_placed(struct core *c, const char *id, json_t **out, struct err *e);
 
 /* Prometheus text (malloc'd). */
 char *core_metrics(struct core *c);

@@ -31,7 +31,7 @@
 #include "store.h"
 
 #define STORE_STMT_MAX	 128
-#define STORE_PARAMS_MAX 24
+#define STORE_PARAMS_MAX 32
 
 /* A key that authenticates, as the in-memory table keeps it. */
 struct store_keyent {
