@@ -27,7 +27,7 @@ struct member {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stop, started, leave;
-	pthread_t thread;
+	pthread_t thread, leader_thread; /* the lease's; the leader key's and the reaper's */
 	/* Under lock: what other threads read. */
 	int64_t epoch;	     /* 0 while not registered */
 	int64_t deadline_ms; /* the lease is surely alive before this (clock_now_ms) */
@@ -368,11 +368,6 @@ static void *member_main(void *arg)
 					e.message);
 		} else {
 			member_renew(m, epoch);
-			if (member_epoch(m) == epoch) {
-				member_elect(m, epoch);
-				if (member_leader(m))
-					member_reap(m, epoch);
-			}
 		}
 		/* Next round an interval after this one began (or at once when
 		 * fenced from outside or stopped). */
@@ -390,10 +385,52 @@ static void *member_main(void *arg)
 	return NULL;
 }
 
+/* The leader's thread: the leader key and, while this host holds it, the
+ * reaper. Apart from the lease's thread because the reaper waits on the
+ * database (a failover takes seconds), and a renewal must never wait
+ * behind it: the lease would expire under a live host. */
+static void *member_leader_main(void *arg)
+{
+	struct member *m = arg;
+	for (;;) {
+		int64_t t0 = clock_now_ms();
+		pthread_mutex_lock(&m->lock);
+		bool stop = m->stop;
+		pthread_mutex_unlock(&m->lock);
+		if (stop)
+			break;
+		int64_t epoch = member_epoch(m);
+		if (epoch) {
+			member_elect(m, epoch);
+			if (member_leader(m))
+				member_reap(m, epoch);
+		}
+		int64_t next = t0 + m->interval_ms;
+		pthread_mutex_lock(&m->lock);
+		while (!m->stop) {
+			int64_t left = next - clock_now_ms();
+			if (left <= 0)
+				break;
+			struct timespec until = clock_deadline(CLOCK_REALTIME, left);
+			pthread_cond_timedwait(&m->wake, &m->lock, &until);
+		}
+		pthread_mutex_unlock(&m->lock);
+	}
+	return NULL;
+}
+
 int member_start(struct member *m, int wait_s, struct err *e)
 {
 	if (pthread_create(&m->thread, NULL, member_main, m) != 0)
 		return err_set(e, ERR_INTERNAL, "cannot start the cluster thread");
+	if (pthread_create(&m->leader_thread, NULL, member_leader_main, m) != 0) {
+		pthread_mutex_lock(&m->lock);
+		m->stop = true;
+		pthread_cond_broadcast(&m->wake);
+		pthread_mutex_unlock(&m->lock);
+		pthread_join(m->thread, NULL);
+		return err_set(e, ERR_INTERNAL, "cannot start the cluster's leader thread");
+	}
 	m->started = true;
 	struct timespec until = clock_deadline(CLOCK_REALTIME, wait_s * 1000);
 	pthread_mutex_lock(&m->lock);
@@ -406,6 +443,7 @@ int member_start(struct member *m, int wait_s, struct err *e)
 	if (!ok)
 		return err_set(e, ERR_UNAVAILABLE, "not registered in the cluster after %d s: %s",
 			       wait_s, last.message[0] ? last.message : "etcd did not answer");
+	member_elect(m, member_epoch(m)); /* who leads, known from the start */
 	return 0;
 }
 
@@ -418,6 +456,7 @@ void member_stop(struct member *m)
 	pthread_cond_broadcast(&m->wake);
 	pthread_mutex_unlock(&m->lock);
 	pthread_join(m->thread, NULL);
+	pthread_join(m->leader_thread, NULL);
 	m->started = false;
 	/* Not live any more for this process: nothing ticks after a stop. */
 	pthread_mutex_lock(&m->lock);

@@ -27,7 +27,12 @@
  * than a TTL) keeps it, and with it its computers: the lease id is kept in
  * <state-dir>/cluster.epoch.
  *
- * Everything runs on one thread of the member's own; hooks run there.
+ * Two threads of the member's own: the lease's (registration, renewals,
+ * fencing: the registered and fenced hooks run there) and the leader's
+ * (the leader key and the reaper: the hosts and reap hooks, which wait on
+ * the database). Apart, so that a renewal never waits behind the database
+ * (a PostgreSQL failover takes seconds: the lease of a live host would
+ * expire).
  */
 #ifndef CUBICLE_CLUSTER_MEMBER_H
 #define CUBICLE_CLUSTER_MEMBER_H

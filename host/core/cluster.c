@@ -414,6 +414,13 @@ int core_cluster_holder(struct core *c, const char *id, const char *ws, char *ad
 	for (unsigned i = 0; cl && !local && i < CL_WHERE && !host[0]; i++)
 		if (strcmp(cl->where[i].id, id) == 0 && cl->where[i].until_ms > now)
 			snprintf(host, sizeof host, "%s", cl->where[i].host);
+	/* A cached host that is not up any more says nothing: ask again. */
+	bool up = false;
+	for (size_t i = 0; cl && host[0] && i < cl->nhosts; i++)
+		if (strcmp(cl->hosts[i].id, host) == 0 && cl->hosts[i].epoch > 0)
+			up = true;
+	if (!up)
+		host[0] = 0;
 	pthread_mutex_unlock(&c->lock);
 	if (local)
 		return 0;
@@ -755,9 +762,21 @@ int core_cluster_drain(struct core *c, const char *host, const char *mode, json_
 			    (c->pool_ws[0] && strcmp(all[i].workspace, c->pool_ws) == 0))
 				continue;
 			core_lose_local(c, id, "moved off its draining host");
+			/* Lost here, billed until now; then made again elsewhere. */
 			struct err me = {0};
 			json_t *one = NULL;
-			if (core_cluster_recreate(c, id, NULL, &one, &me) == 0)
+			struct store_computer sc = {0};
+			int rc = store_computer_get(c->store, id, NULL, &sc, &me);
+			if (rc == 0) {
+				sc.state = COMPUTER_LOST;
+				snprintf(sc.error, sizeof sc.error,
+					 "moved off its draining host %s", c->host_id);
+				struct store_commit how = {
+				    .bill = true, .rate_state = NULL, .at_ms = clock_wall_ms()};
+				rc = store_computer_commit(c->store, &sc, &how, &me);
+			}
+			store_computer_clear(&sc);
+			if (rc == 0 && core_cluster_recreate(c, id, NULL, &one, &me) == 0)
 				json_array_append_new(moved, json_string(id));
 			else
 				fprintf(stderr, "cubicled: cluster: drain: %s not moved: %s\n", id,

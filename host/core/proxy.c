@@ -23,8 +23,21 @@ int core_rt_running(struct core *c, const char *id, const char *ws, char *addres
 {
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
-	if (!r || (ws && strcmp(r->ws, ws) != 0)) {
+	if (!r || (ws && strcmp(r->ws, ws) != 0) || r->state == COMPUTER_LOST) {
 		pthread_mutex_unlock(&c->lock);
+		/* A cluster's computer nobody holds: lost, most likely. */
+		struct store_computer sc = {0};
+		if (c->cluster && store_computer_get(c->store, id, ws, &sc, NULL) == 0) {
+			enum computer_state st = sc.state;
+			store_computer_clear(&sc);
+			if (st == COMPUTER_LOST)
+				return err_set(e, ERR_CONFLICT,
+					       "computer %s is lost: its host died (POST "
+					       ".../recreate makes it again on another host)",
+					       id);
+			return err_set(e, ERR_CONFLICT, "computer %s is %s, not running", id,
+				       computer_state_name(st));
+		}
 		return err_set(e, ERR_NOT_FOUND, "no computer %.40s", id);
 	}
 	if (r->state != COMPUTER_RUNNING || !r->address[0]) {

@@ -237,16 +237,17 @@ class Etcd:
         ms = [member] if member else [m for m in self.members if m["proc"] and
                                       m["proc"].alive()]
         for m in ms:
+            c = http.client.HTTPConnection(m["addr"], 2379, timeout=2)
             try:
-                c = http.client.HTTPConnection(m["addr"], 2379, timeout=2)
                 c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
                 r = c.getresponse()
                 data = r.read()
-                c.close()
                 if r.status == 200:
                     return json.loads(data)
             except OSError:
                 continue
+            finally:
+                c.close()
         return None
 
     def status(self, m):
