@@ -16,7 +16,7 @@
 
 /* The nonces seen, by value, with when they stop mattering (open
  * addressing; an entry past its expiry is free). */
-#define SEEN_SLOTS (1u << 17)
+#define SEEN_SLOTS NODEAUTH_SEEN_MAX
 #define SEEN_PROBE 128
 
 struct nodeauth {
@@ -103,8 +103,9 @@ int nodeauth_sign(struct nodeauth *a, const char *host, const char *ws, const ch
 	if (ident_random_hex(nonce, 8, e) < 0)
 		return -1;
 	char claims[NODEAUTH_MAX];
+	/* The admin is "*", which no identifier can be. */
 	int n = snprintf(claims, sizeof claims, "n1.%s.%" PRId64 ".%s.%s", host, now_ms,
-			 ws ? ws : "-", nonce);
+			 ws ? ws : "*", nonce);
 	if (n < 0 || (size_t)n + 46 >= NODEAUTH_MAX)
 		return err_set(e, ERR_INTERNAL, "node call claims too long");
 	char mac[48];
@@ -223,7 +224,7 @@ int nodeauth_verify(struct nodeauth *a, const char *value, const char *method,
 	for (char *t = strtok_r(p, ".", &save); t && k < 5; t = strtok_r(NULL, ".", &save))
 		f[k++] = t;
 	if (k != 4 || !ident_ok(f[0], 63) || strlen(f[3]) != 16 ||
-	    (strcmp(f[2], "-") != 0 && !ident_ok(f[2], 39)))
+	    (strcmp(f[2], "*") != 0 && !ident_ok(f[2], 39)))
 		return err_set(e, ERR_UNAUTHORIZED, "malformed node credential");
 	char *end;
 	long long ms = strtoll(f[1], &end, 10);
@@ -243,7 +244,7 @@ int nodeauth_verify(struct nodeauth *a, const char *value, const char *method,
 	if (seen < 0)
 		return err_set(e, ERR_UNAUTHORIZED, "node credential already used (replayed)");
 	snprintf(host_out, 64, "%s", f[0]);
-	if (strcmp(f[2], "-") == 0)
+	if (strcmp(f[2], "*") == 0)
 		*admin = true;
 	else
 		snprintf(ws_out, 40, "%s", f[2]);

@@ -6,9 +6,9 @@
  * workspace, or the admin) in a header of its own, signed with the cluster
  * secret every node holds:
  *
- *   X-Cubicle-Node: n1.<host>.<ms>.<workspace|->.<nonce>.<mac>
+ *   X-Cubicle-Node: n1.<host>.<ms>.<workspace|*>.<nonce>.<mac>
  *
- * mac = base64url(HMAC-SHA256(key, "n1.<host>.<ms>.<workspace|->.<nonce>\n
+ * mac = base64url(HMAC-SHA256(key, "n1.<host>.<ms>.<workspace|*>.<nonce>\n
  * <METHOD>\n<path and query>")), key = SHA-256 of the secret. The receiving
  * node checks the mac in constant time, that <ms> is within
  * NODEAUTH_WINDOW_MS of its own clock, and that the nonce was not seen in
@@ -35,7 +35,10 @@
 #define NODEAUTH_HEADER	   "x-cubicle-node"
 #define NODEAUTH_MAX	   256	 /* the header's value, with its NUL */
 #define NODEAUTH_WINDOW_MS 30000 /* clocks of nodes may differ this much */
-#define NODEAUTH_SEEN_MAX  65536 /* nonces remembered (a window's worth) */
+/* Nonces remembered: a window's worth at ~2,000 forwarded calls a second
+ * into one host; past that (a hash bucket full) a call is refused rather
+ * than a replay risked. */
+#define NODEAUTH_SEEN_MAX (1u << 17)
 
 struct nodeauth;
 

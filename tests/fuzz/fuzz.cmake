@@ -69,6 +69,8 @@ set(ENVD ${CMAKE_SOURCE_DIR}/envd)
 
 cubicle_fuzzer(rfbfilter SOURCES ${API}/rfbfilter.c)
 cubicle_fuzzer(token SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
+cubicle_fuzzer(nodeauth SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/cluster/nodeauth.c
+	LIBS jansson libcrypto)
 cubicle_fuzzer(codec SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
 cubicle_fuzzer(params SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
 cubicle_fuzzer(keys SOURCES ${WIRE_SRC} ${ENVD}/x11/keys.c LIBS jansson libcrypto x11

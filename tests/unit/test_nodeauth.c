@@ -87,7 +87,7 @@ static void test_refusals(void **state)
 			 -1);
 	/* Malformed. */
 	const char *bad[] = {
-	    "", "n1", "n1.", "x1.h1.1.-.0011223344556677.AAAA", "n1.h1.1.-.0011223344556677", NULL};
+	    "", "n1", "n1.", "x1.h1.1.*.0011223344556677.AAAA", "n1.h1.1.*.0011223344556677", NULL};
 	for (int i = 0; bad[i]; i++)
 		assert_int_equal(nodeauth_verify(a, bad[i], "GET", "/", NOW, host, ws, &admin, &e),
 				 -1);
@@ -95,8 +95,14 @@ static void test_refusals(void **state)
 	/* A short secret is refused. */
 	assert_null(nodeauth_create("short", &e));
 	assert_string_equal(e.param, "cluster_secret");
-	/* Ids that are not ids are not signed. */
+	/* Ids that are not ids are not signed; a workspace cannot be named like
+	 * the admin's mark (no identifier is "*"), and one named "-" is no admin. */
 	assert_int_equal(nodeauth_sign(a, "h.1", NULL, "GET", "/", NOW, v, &e), -1);
+	assert_int_equal(nodeauth_sign(a, "h1", "*", "GET", "/", NOW, v, &e), -1);
+	assert_int_equal(nodeauth_sign(a, "h1", "-", "GET", "/", NOW, v, &e), 0);
+	assert_int_equal(nodeauth_verify(a, v, "GET", "/", NOW, host, ws, &admin, &e), 0);
+	assert_false(admin);
+	assert_string_equal(ws, "-");
 	nodeauth_destroy(a);
 	nodeauth_destroy(other);
 }
