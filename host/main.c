@@ -894,6 +894,7 @@ int main(int argc, char **argv)
 	runner_close(runner);
 	core_close(core);
 	store_close(store);
+	nodeauth_destroy(nodeauth);
 	free(admin);
 	return 0;
 }

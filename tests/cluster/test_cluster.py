@@ -51,6 +51,7 @@ def setUpModule():
         os.makedirs(sessions)
         L.node_args = ["--capacity", CAPACITY, "--sessions-dir", sessions,
                        "--idle-timeout", "3600"]
+        L.nodes[0].args = ["--warm-pool", "small=1"]  # n1's own warm pool
         for n in L.nodes:
             n.start()
     except BaseException:
@@ -239,6 +240,20 @@ class Cluster(unittest.TestCase):
         r = n2.req("POST", "/v1/computers/%s/boot" % c["id"], {})  # the admin's key
         self.assertEqual(r.status, 403, r.body)
         n1.ok("DELETE", "/v1/computers/" + c["id"], key=self.key)
+
+    def test_05a_warm_pool_is_per_host(self):
+        n1, n2, _ = L.nodes
+        wait_until(lambda: hosts()["n1"]["warm"] == 1, timeout=60, what="n1's warm desktop")
+        self.assertEqual([hosts()[h]["warm"] for h in ("n2", "n3")], [0, 0])
+        pooled = hosts()["n1"]["computers"]
+        # A matching create through n1 takes n1's pool desktop: running at once.
+        c = n1.ok("POST", "/v1/computers", {"kind": "desktop"}, key=self.key, status=201)
+        self.assertEqual((c["state"], c["host"]), ("running", "n1"))
+        self.assertIn("hello", self.bash(n2, c["id"], "echo hello"))
+        # The pool makes another one; both count on n1.
+        wait_until(lambda: hosts()["n1"]["warm"] == 1 and
+                   hosts()["n1"]["computers"] == pooled + 1, timeout=60)
+        n2.ok("DELETE", "/v1/computers/" + c["id"], key=self.key)
 
     # ---- placement -------------------------------------------------------------------------------
 
