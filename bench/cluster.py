@@ -4,6 +4,7 @@ over, placing, forwarding and relaying cost (docs/cluster.md, "Figures").
 
   python3 bench/cluster.py [--kills 20] [--placements 24] [--calls 300]
                            [--seconds 8] [--ttl 2] [--patroni]
+                           [--only placements,forwarding,stream,failover,database]
 
 Three etcd members, PostgreSQL, three cubicled (container computers) in
 network namespaces on a bridge. In turn:
@@ -225,26 +226,36 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--ttl", type=int, default=2)
     ap.add_argument("--patroni", action="store_true")
+    ap.add_argument("--only", default="placements,forwarding,stream,failover,database")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     with Bench(args) as b:
         rows = []
-        made, wall, running, (p50, p99), per_host = b.placements()
-        rows.append(("placements", "%d in %.2f s: %.1f/s (create p50 %.0f ms, p99 %.0f ms); "
-                     "all running after %.2f s; per host %s" % (
-                         made, wall, made / wall, p50, p99, running,
-                         " ".join("%s=%d" % kv for kv in sorted(per_host.items())))))
-        (d50, d99), (f50, f99) = b.forwarding()
-        rows.append(("read_file, ms p50 / p99", "direct %.2f / %.2f; through another node "
-                     "%.2f / %.2f; forwarding adds %.2f ms at the median" % (
-                         d50, d99, f50, f99, f50 - d50)))
-        direct, relayed, drawn = b.stream()
-        rows.append(("stream updates/s (60 fps scroll)", "direct %.1f; relayed through another "
-                     "node %.1f (the animation drew %.1f)" % (direct, relayed, drawn)))
-        times = b.failover()
-        rows.append(("kill -9 a host -> its computers lost", "TTL %d s, %d kills: median %.2f s, "
-                     "max %.2f s (min %.2f)" % (args.ttl, len(times), statistics.median(times),
-                                                max(times), min(times))))
-        if args.patroni:
+        if "placements" in only:
+            made, wall, running, (p50, p99), per_host = b.placements()
+            rows.append(("placements", "%d in %.2f s: %.1f/s (create p50 %.0f ms, p99 %.0f ms); "
+                         "all running after %.2f s; per host %s" % (
+                             made, wall, made / wall, p50, p99, running,
+                             " ".join("%s=%d" % kv for kv in sorted(per_host.items())))))
+        if "forwarding" in only:
+            (d50, d99), (f50, f99) = b.forwarding()
+            rows.append(("read_file, ms p50 / p99", "direct %.2f / %.2f; through another node "
+                         "%.2f / %.2f; forwarding adds %.2f ms at the median" % (
+                             d50, d99, f50, f99, f50 - d50)))
+        if "stream" in only:
+            direct, relayed, drawn = b.stream()
+            rows.append(("stream updates/s (60 fps scroll)", "direct %.1f; relayed through "
+                         "another node %.1f (the animation drew %.1f)" % (direct, relayed,
+                                                                          drawn)))
+        if "failover" in only:
+            times = b.failover()
+            rows.append(("kill -9 a host -> its computers lost", "TTL %d s, %d kills: median "
+                         "%.2f s, max %.2f s (min %.2f)" % (
+                             args.ttl, len(times), statistics.median(times), max(times),
+                             min(times))))
+        load = os.getloadavg()[0]
+        rows.append(("load average (1 min) at the end", "%.1f" % load))
+        if args.patroni and "database" in only:
             rows.append(("PostgreSQL primary killed -> writes", "%.2f s (Patroni TTL %d s)" % (
                 b.database(), lab.Patroni.TTL)))
         table("a cluster of 3 cubicled on one 2-core machine (namespaces, container computers)",

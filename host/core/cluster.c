@@ -486,13 +486,24 @@ static int cl_send(struct core *c, const char *address, const char *ws, struct c
 int core_cluster_call(struct core *c, const char *id, const char *ws, struct core_node_call *q,
 		      struct envd_reply *r, struct err *e)
 {
+	char tried[256] = "";
 	for (int attempt = 0;; attempt++) {
 		char address[256];
 		int where = core_cluster_holder(c, id, ws, address, sizeof address, e);
 		if (where <= 0)
 			return where < 0 ? -1 : 1; /* 1: not held elsewhere: serve it here */
+		if (attempt > 0 && strcmp(address, tried) == 0)
+			return -1; /* the same host, still not answering: its error stands */
+		snprintf(tried, sizeof tried, "%s", address);
 		if (cl_send(c, address, ws, q, r, e) < 0) {
+			/* Its host may have just died (the catalog lags a second):
+			 * the database says whether it is lost (served here) or
+			 * elsewhere now; only then is it tried once more. */
 			core_cluster_forget(c, id);
+			if (attempt == 0) {
+				core_cluster_refresh(c);
+				continue;
+			}
 			return -1;
 		}
 		/* Its host changed since we looked: once more, from the database. */

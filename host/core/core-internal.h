@@ -52,7 +52,8 @@ struct core {
 
 	uint64_t actions_total, action_errors_total;
 
-	char pool_ws[40]; /* the warm pool's own workspace, "" without a pool */
+	char pool_ws[40];      /* the warm pool's own workspace, "" without a pool */
+	int64_t pool_retry_ms; /* the pool starts nothing before this (a desktop failed) */
 
 	/* Spooled bytes per workspace ("" = the admin), under lock. */
 	struct core_spool {
