@@ -483,14 +483,17 @@ class Node:
     def start(self, extra=()):
         env = dict(os.environ)
         env["CUBICLE_ADMIN_KEY"] = self.lab.admin
-        argv = [os.path.join(harness.BIN, "cubicled"),
+        # The cluster's flags from a file (--config), as an operator would.
+        conf = os.path.join(self.lab.tmp, "cubicled-%s.conf" % self.name)
+        with open(conf, "w") as f:
+            f.write("# the cluster (docs/cluster.md)\n"
+                    "cluster-etcd = %s\ndatabase = %s\nhost-id %s\n"
+                    "cluster-ttl = %d\ncluster-secret-file = %s\n" % (
+                        self.lab.etcd.endpoints, self.lab.database_url, self.name,
+                        self.lab.ttl, self.lab.secret_file))
+        argv = [os.path.join(harness.BIN, "cubicled"), "--config", conf,
                 "--listen", "%s:%d" % (self.addr, self.port),
-                "--state-dir", self.state, "--images", IMAGES,
-                "--cluster-etcd", self.lab.etcd.endpoints,
-                "--database", self.lab.database_url,
-                "--host-id", self.name,
-                "--cluster-ttl", str(self.lab.ttl),
-                "--cluster-secret-file", self.lab.secret_file] + self.lab.node_args + \
+                "--state-dir", self.state, "--images", IMAGES] + self.lab.node_args + \
             self.args + list(extra)
         self.proc = Proc(self.ns, argv, os.path.join(self.lab.tmp, "cubicled-%s.log" %
                                                      self.name), env=env)

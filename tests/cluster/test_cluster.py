@@ -438,6 +438,19 @@ class Cluster(unittest.TestCase):
         stray = psql("SELECT s.computer FROM usage_segments s JOIN computers c ON c.id ="
                      " s.computer WHERE s.open = 1 AND c.state NOT IN ('running', 'stopped')")
         self.assertEqual(stray, "")
+        # What every host answers for usage adds up to the ledger's rows, to
+        # the millisecond, whichever host billed each segment.
+        # (A warm-pool desktop's time before its claim is the pool's.)
+        rows = psql("SELECT computer, SUM(end_ms - start_ms) FROM usage_segments"
+                    " WHERE rate_state = 'running' AND workspace = '%s' GROUP BY computer"
+                    % self.ws)
+        ledger = {r.split("|")[0]: int(r.split("|")[1]) for r in rows.splitlines() if r}
+        upto = int(time.time()) + 5
+        for n in alive():
+            u = n.ok("GET", "/v1/usage?workspace=%s&to=%d" % (self.ws, upto))
+            for c in u["computers"]:
+                self.assertAlmostEqual(c["running_seconds"] * 1000, ledger.get(c["id"], 0),
+                                       delta=1.5, msg=(n.name, c))
 
 
 if __name__ == "__main__":
