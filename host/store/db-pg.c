@@ -51,6 +51,7 @@
 
 struct store_pg {
 	char uri[4096];
+	int timeout_ms; /* a statement's deadline */
 	PGconn *conn;
 	unsigned gen; /* bumped by every new connection: statements re-prepare */
 	bool in_tx;
@@ -60,7 +61,8 @@ struct store_pg {
 	char sqlstate[6];
 	char message[400];
 	bool lost; /* the failure was the connection's */
-	/* The listener. */
+	/* The listener, and its first connection until its thread takes it. */
+	PGconn *lconn;
 	pthread_t listener;
 	bool listening;
 	int wake[2];
@@ -141,15 +143,18 @@ static int store_pg_ready(PGconn *conn, int64_t deadline, bool *timed_out)
  */
 static PGresult *store_pg_answer(struct store_pg *pg)
 {
-	int64_t deadline = clock_now_ms() + STORE_PG_TIMEOUT_MS;
+	int64_t deadline = clock_now_ms() + pg->timeout_ms;
 	PGresult *res = NULL;
 	bool timed_out = false;
 	for (;;) {
 		if (store_pg_ready(pg->conn, deadline, &timed_out) < 0) {
-			if (timed_out)
-				store_pg_fail(pg, "", "the database did not answer within 15 s",
-					      true);
-			else
+			if (timed_out) {
+				char msg[80];
+				snprintf(msg, sizeof msg,
+					 "the database did not answer within %d ms",
+					 pg->timeout_ms);
+				store_pg_fail(pg, "", msg, true);
+			} else
 				store_pg_fail(pg, "", PQerrorMessage(pg->conn), true);
 			PQclear(res);
 			store_pg_drop(pg);
@@ -358,10 +363,11 @@ int store_pg_step(struct store_stmt *st)
 		if (rc != 0)
 			return rc;
 		st->prepared_gen = pg->gen;
-		st->nparams = nparams > st->nparams ? nparams : st->nparams;
+		st->sql_nparams = nparams;
 	}
-	if (!PQsendQueryPrepared(pg->conn, st->name, st->nparams, st->values, st->lengths,
-				 st->formats, 0)) {
+	/* Parameters left unbound are NULL. */
+	int n = st->sql_nparams > st->nparams ? st->sql_nparams : st->nparams;
+	if (!PQsendQueryPrepared(pg->conn, st->name, n, st->values, st->lengths, st->formats, 0)) {
 		store_pg_fail(pg, "", PQerrorMessage(pg->conn), true);
 		store_pg_drop(pg);
 		return STORE_ERR;
@@ -419,6 +425,12 @@ int store_pg_exec(struct store *s, const char *sql, struct err *e)
 		store_pg_error(s, strncmp(sql, "SELECT pg_advisory", 18) == 0 ? "migrating" : sql,
 			       e);
 	return rc;
+}
+
+void store_pg_set_timeout(struct store *s, int ms)
+{
+	if (s->pg)
+		s->pg->timeout_ms = ms;
 }
 
 bool store_pg_in_tx(struct store *s)
@@ -485,7 +497,8 @@ static void store_pg_catch_up(struct store *s)
 {
 	store_keys_invalidate(s);
 	struct err e = {0};
-	if (store_stream_revocations(s, clock_wall_ms(), store_pg_revoked, s, &e) < 0)
+	/* All of them, pruning none (0): pruning is the core's, on its clock. */
+	if (store_stream_revocations(s, 0, store_pg_revoked, s, &e) < 0)
 		fprintf(stderr, "cubicled: store: listener: %s\n", e.message);
 }
 
@@ -515,7 +528,10 @@ static void *store_pg_listener_main(void *arg)
 {
 	struct store *s = arg;
 	struct store_pg *pg = s->pg;
-	PGconn *conn = NULL;
+	/* The first connection is store_pg_listen's, made before store_open
+	 * loaded the keys: nothing can have been missed before it. */
+	PGconn *conn = pg->lconn;
+	pg->lconn = NULL;
 	bool reported = false;
 	for (;;) {
 		if (!conn) {
@@ -559,9 +575,18 @@ static void *store_pg_listener_main(void *arg)
 int store_pg_listen(struct store *s, struct err *e)
 {
 	struct store_pg *pg = s->pg;
-	if (pipe2(pg->wake, O_CLOEXEC) < 0)
+	char why[300];
+	if (!(pg->lconn = store_pg_listener_connect(pg, why, sizeof why)))
+		return err_set(e, ERR_UNAVAILABLE, "cannot listen on the database %s: %s", s->where,
+			       why);
+	if (pipe2(pg->wake, O_CLOEXEC) < 0) {
+		PQfinish(pg->lconn);
+		pg->lconn = NULL;
 		return err_set(e, ERR_INTERNAL, "store: pipe: %s", strerror(errno));
+	}
 	if (pthread_create(&pg->listener, NULL, store_pg_listener_main, s) != 0) {
+		PQfinish(pg->lconn);
+		pg->lconn = NULL;
 		close(pg->wake[0]);
 		close(pg->wake[1]);
 		pg->wake[0] = pg->wake[1] = -1;
@@ -600,6 +625,7 @@ int store_pg_open(struct store *s, const char *uri, struct err *e)
 	if (!pg)
 		return err_set(e, ERR_INTERNAL, "out of memory opening the store");
 	pg->wake[0] = pg->wake[1] = -1;
+	pg->timeout_ms = STORE_PG_TIMEOUT_MS;
 	s->pg = pg;
 	snprintf(pg->uri, sizeof pg->uri, "%s", uri);
 	store_pg_mask(s, uri);
@@ -627,6 +653,8 @@ void store_pg_close(struct store *s)
 		close(pg->wake[0]);
 		close(pg->wake[1]);
 	}
+	if (pg->lconn)
+		PQfinish(pg->lconn);
 	store_pg_drop(pg);
 	free(pg);
 	s->pg = NULL;

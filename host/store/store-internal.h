@@ -31,7 +31,7 @@
 #include "store.h"
 
 #define STORE_STMT_MAX	 128
-#define STORE_PARAMS_MAX 24
+#define STORE_PARAMS_MAX 32
 
 /* A key that authenticates, as the in-memory table keeps it. */
 struct store_keyent {
@@ -54,7 +54,8 @@ struct store_stmt {
 	 * and the result being walked. */
 	char name[12];
 	unsigned prepared_gen;
-	int nparams;
+	int sql_nparams; /* the parameters the SQL has */
+	int nparams;	 /* the highest bound */
 	const char *values[STORE_PARAMS_MAX];
 	int lengths[STORE_PARAMS_MAX], formats[STORE_PARAMS_MAX];
 	unsigned types[STORE_PARAMS_MAX];
@@ -191,6 +192,8 @@ bool store_pg_in_tx(struct store *s);
 int store_pg_error(struct store *s, const char *doing, struct err *e);
 /* Starts the listener (keys, revocations): after the schema exists. */
 int store_pg_listen(struct store *s, struct err *e);
+/* A statement's deadline (default 15 s; tests shorten it). */
+void store_pg_set_timeout(struct store *s, int ms);
 
 /* The schema (store-schema.c): migrations per back end, run by store.c. */
 extern const char *const store_lite_migrations[];

@@ -213,7 +213,9 @@ struct store *store_open(const char *where, struct err *e)
 	bool pg = store_where_is_postgres(where);
 	if (!pg)
 		snprintf(s->where, sizeof s->where, "%s", where);
-	if (pg ? store_pg_open(s, where, e) || store_pg_migrate(s, e)
+	/* PostgreSQL's listener starts once its tables exist, and before the
+	 * keys are loaded, so no change falls between the two. */
+	if (pg ? store_pg_open(s, where, e) || store_pg_migrate(s, e) || store_pg_listen(s, e)
 	       : store_lite_open(s, where, e) || store_lite_migrate(s, e)) {
 		store_close(s);
 		return NULL;
@@ -221,8 +223,7 @@ struct store *store_open(const char *where, struct err *e)
 	store_lock(s);
 	int rc = store_keys_reload_locked(s, e);
 	pthread_mutex_unlock(&s->lock);
-	/* The listener starts once the tables it listens to exist. */
-	if (rc < 0 || (pg && store_pg_listen(s, e) < 0)) {
+	if (rc < 0) {
 		store_close(s);
 		return NULL;
 	}

@@ -258,10 +258,8 @@ int store_workspace_set_egress(struct store *s, const char *id, const char *egre
 	struct store_stmt *st = store_stmt(s, SQL_WS_SET_EGRESS, e);
 	if (st) {
 		store_bind_text(st, 1, id);
-		if (egress_allow)
-			store_bind_text(st, 2, egress_allow);
-		if (egress_deny)
-			store_bind_text(st, 3, egress_deny);
+		store_bind_text(st, 2, egress_allow);
+		store_bind_text(st, 3, egress_deny);
 		rc = store_step_change(s, st, "changing a workspace's egress policy",
 				       "no such workspace", e);
 	}
@@ -329,10 +327,7 @@ int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
 		err_set(e, ERR_NOT_FOUND, "no workspace %.64s", workspace_id);
 	if (exists == 1 && (st = store_stmt(s, SQL_KEY_INSERT, e))) {
 		store_bind_blob(st, 1, hash, sizeof hash);
-		if (workspace_id)
-			store_bind_text(st, 2, workspace_id);
-		else
-			store_bind_text(st, 2, NULL);
+		store_bind_text(st, 2, workspace_id);
 		int64_t now = clock_wall_ms();
 		char prefix[STORE_KEY_PREFIX_SHOWN + 1];
 		memcpy(prefix, key, STORE_KEY_PREFIX_SHOWN); /* the key is longer */
@@ -435,12 +430,28 @@ int store_keys_reload_locked(struct store *s, struct err *e)
 	if (rc == 0 && n > 1)
 		qsort(keys, n, sizeof *keys, store_keyent_cmp);
 	pthread_mutex_lock(&s->keys_lock);
-	/* On failure no key authenticates (503) rather than a revoked one still
-	 * working; the next store_unlock tries again. */
-	struct store_keyent *old = s->keys;
-	s->keys = rc == 0 ? keys : NULL;
-	s->nkeys = rc == 0 ? n : 0;
-	s->keys_failed = rc < 0;
+	/* A lookup may have recorded a use in the old table after the flush
+	 * above: carry it over (both tables are sorted by hash). */
+	for (size_t i = 0; rc == 0 && s->keys && i < n; i++) {
+		struct store_keyent *was =
+		    bsearch(&keys[i], s->keys, s->nkeys, sizeof *s->keys, store_keyent_cmp);
+		if (was && was->used_ms > keys[i].used_ms)
+			keys[i].used_ms = was->used_ms;
+	}
+	/* A database that cannot be reached (PostgreSQL away) keeps the last
+	 * table: nothing can be revoked through it from here, and what another
+	 * host revokes meanwhile applies here once it is back (the listener
+	 * rebuilds then). Any other failure: no key authenticates (503) rather
+	 * than a revoked one still working. Either way the table stays stale
+	 * (keys_dirty), so the next store_unlock tries again. */
+	bool keep = rc < 0 && s->keys && e && e->code == ERR_UNAVAILABLE;
+	struct store_keyent *old = NULL;
+	if (!keep) {
+		old = s->keys;
+		s->keys = rc == 0 ? keys : NULL;
+		s->nkeys = rc == 0 ? n : 0;
+		s->keys_failed = rc < 0;
+	}
 	pthread_mutex_unlock(&s->keys_lock);
 	free(old);
 	if (rc < 0)
