@@ -70,6 +70,8 @@ struct store_pg {
 
 /* ---- connections ------------------------------------------------------------------ */
 
+static void store_pg_notice(void *arg, const char *message);
+
 /* Our defaults first, then the URI, whose own settings win. */
 static PGconn *store_pg_connect(const char *uri)
 {
@@ -83,19 +85,36 @@ static PGconn *store_pg_connect(const char *uri)
 					   "dbname",
 					   NULL};
 	const char *values[] = {"3", "cubicled", "1", "5", "2", "3", "9000", uri, NULL};
-	return PQconnectdbParams(keys, values, 1);
+	PGconn *conn = PQconnectdbParams(keys, values, 1);
+	if (conn)
+		PQsetNoticeProcessor(conn, store_pg_notice, NULL);
+	return conn;
 }
 
 /* Copies libpq's message (one line, no trailing newline) into buf. */
 static void store_pg_message(char *buf, size_t size, const char *msg)
 {
 	snprintf(buf, size, "%s", msg && *msg ? msg : "no message from libpq");
-	for (char *p = buf; *p; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = *(p + 1) ? ' ' : 0;
-	size_t n = strlen(buf);
-	while (n && buf[n - 1] == ' ')
-		buf[--n] = 0;
+	/* libpq's messages are lines, some indented: one line, single spaces. */
+	char *o = buf;
+	for (const char *p = buf; *p; p++) {
+		char c = *p == '\n' || *p == '\r' || *p == '\t' ? ' ' : *p;
+		if (c != ' ' || (o > buf && o[-1] != ' '))
+			*o++ = c;
+	}
+	while (o > buf && o[-1] == ' ')
+		o--;
+	*o = 0;
+}
+
+/* What the server says besides answers (a warning, the FATAL before it
+ * drops us): one line in cubicled's log rather than libpq's raw text. */
+static void store_pg_notice(void *arg, const char *message)
+{
+	(void)arg;
+	char line[400];
+	store_pg_message(line, sizeof line, message);
+	fprintf(stderr, "cubicled: store: the database says: %s\n", line);
 }
 
 static void store_pg_fail(struct store_pg *pg, const char *sqlstate, const char *msg, bool lost)
@@ -492,14 +511,24 @@ static void store_pg_notified(struct store *s, const PGnotify *n)
 		store_pg_revoked(s, computer, ms);
 }
 
-/* After the listener (re)connects: what it may have missed. */
-static void store_pg_catch_up(struct store *s)
+/* After the listener (re)connects: what it may have missed. 0, or -1 to
+ * try again later (the store's own connection may still be waiting). */
+static int store_pg_catch_up(struct store *s)
 {
-	store_keys_invalidate(s);
+	/* The database answers the listener: the store need not wait out its
+	 * backoff to reconnect. */
+	store_lock(s);
+	s->pg->retry_ms = 0;
+	s->keys_dirty = true;
+	store_unlock(s); /* rebuilds the key table */
 	struct err e = {0};
-	/* All of them, pruning none (0): pruning is the core's, on its clock. */
-	if (store_stream_revocations(s, 0, store_pg_revoked, s, &e) < 0)
-		fprintf(stderr, "cubicled: store: listener: %s\n", e.message);
+	store_lock(s);
+	bool stale = s->keys_dirty;
+	store_unlock(s);
+	/* All revocations, pruning none (0): pruning is the core's, on its clock. */
+	if (stale || store_stream_revocations(s, 0, store_pg_revoked, s, &e) < 0)
+		return -1;
+	return 0;
 }
 
 /* A listening connection, or NULL. */
@@ -532,7 +561,7 @@ static void *store_pg_listener_main(void *arg)
 	 * loaded the keys: nothing can have been missed before it. */
 	PGconn *conn = pg->lconn;
 	pg->lconn = NULL;
-	bool reported = false;
+	bool reported = false, behind = false;
 	for (;;) {
 		if (!conn) {
 			char why[300];
@@ -541,7 +570,7 @@ static void *store_pg_listener_main(void *arg)
 				if (reported)
 					fprintf(stderr, "cubicled: store: listener reconnected\n");
 				reported = false;
-				store_pg_catch_up(s);
+				behind = true;
 			} else if (!reported) {
 				fprintf(stderr,
 					"cubicled: store: listener lost the database (%s): "
@@ -550,6 +579,9 @@ static void *store_pg_listener_main(void *arg)
 				reported = true;
 			}
 		}
+		/* Until the catch-up worked (once a second). */
+		if (conn && behind)
+			behind = store_pg_catch_up(s) < 0;
 		struct pollfd p[2] = {{pg->wake[0], POLLIN, 0},
 				      {conn ? PQsocket(conn) : -1, POLLIN, 0}};
 		int n = poll(p, 2, STORE_PG_LISTEN_RETRY_MS);

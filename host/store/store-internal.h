@@ -84,6 +84,7 @@ struct store {
 	size_t nkeys;
 	bool keys_failed; /* the last rebuild failed: lookups answer 503 until one works */
 	bool keys_dirty;
+	int64_t keys_said_ms; /* when a failed rebuild was last logged */
 	/* This process's host in a cluster (store_host_register), under s->lock;
 	 * host[0] == 0: one host, no fencing. */
 	char host[STORE_HOST_ID_LEN];

@@ -9,6 +9,7 @@
  * a migration that has shipped.
  */
 #include "store-internal.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +33,13 @@ void store_unlock(struct store *s)
 	 * back, and the transaction's own store_unlock comes later. */
 	if (s->keys_dirty && !store_in_tx(s)) {
 		struct err e = {0};
-		if (store_keys_reload_locked(s, &e) < 0)
+		/* Said once per 10 s: while a database is away, every call
+		 * tries again. */
+		if (store_keys_reload_locked(s, &e) < 0 &&
+		    clock_now_ms() - s->keys_said_ms > 10000) {
 			fprintf(stderr, "cubicled: store: %s\n", e.message);
+			s->keys_said_ms = clock_now_ms();
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 }
