@@ -469,7 +469,7 @@ static int store_computer_commit_locked(struct store *s, struct store_computer *
 	}
 	/* An insert knows where it is; an update reads it back after the
 	 * release its state may have made. */
-	if (!how->insert &&
+	if (!how->insert && s->hosts_known &&
 	    (store_release_locked(s, w->id, e) || store_computer_placement_locked(s, w, e)))
 		return -1;
 	if (how->bill && store_usage_switch_locked(s, w->id, w->workspace, w->size, how->rate_state,
@@ -556,7 +556,9 @@ int store_computer_set_state(struct store *s, const char *id, const char *state,
 	snprintf(missing, sizeof missing, "no computer %.64s", id);
 	int rc = -1;
 	store_lock(s);
-	if (store_begin(s, e) == 0) {
+	/* One host that never placed: the one statement it always was. */
+	bool tx = s->hosts_known || s->host[0];
+	if (!tx || store_begin(s, e) == 0) {
 		struct store_stmt *st = NULL;
 		if (store_fence_locked(s, e) == 0 && (st = store_stmt(s, SQL_SET_STATE, e))) {
 			store_bind_text(st, 1, id);
@@ -566,9 +568,9 @@ int store_computer_set_state(struct store *s, const char *id, const char *state,
 			rc = store_step_change(s, st, "changing a computer's state", missing, e);
 			store_stmt_done(st);
 		}
-		if (rc == 0 && (store_release_locked(s, id, e) || store_commit_tx(s, e)))
+		if (tx && rc == 0 && (store_release_locked(s, id, e) || store_commit_tx(s, e)))
 			rc = -1;
-		if (rc < 0)
+		if (tx && rc < 0)
 			store_rollback(s);
 	}
 	store_unlock(s);
@@ -583,6 +585,7 @@ int store_computer_touch(struct store *s, const char *id, int64_t now_ms, struct
 	snprintf(missing, sizeof missing, "no computer %.64s", id);
 	int rc = -1;
 	store_lock(s);
+	bool relaxed = store_relaxed_begin(s);
 	struct store_stmt *st = store_stmt(s, SQL_TOUCH, e);
 	if (st) {
 		store_bind_text(st, 1, id);
@@ -590,6 +593,7 @@ int store_computer_touch(struct store *s, const char *id, int64_t now_ms, struct
 		rc = store_step_change(s, st, "recording computer activity", missing, e);
 	}
 	store_stmt_done(st);
+	store_relaxed_end(s, relaxed, rc == 0);
 	store_unlock(s);
 	return rc;
 }

@@ -423,7 +423,7 @@ const char *store_pg_col(struct store_stmt *st, int i)
 int store_pg_exec(struct store *s, const char *sql, struct err *e)
 {
 	struct store_pg *pg = s->pg;
-	bool begin = strcmp(sql, "BEGIN") == 0;
+	bool begin = strncmp(sql, "BEGIN", 5) == 0;
 	bool end = strcmp(sql, "COMMIT") == 0 || strcmp(sql, "ROLLBACK") == 0;
 	int rc = -1;
 	if (store_pg_usable(pg) == 0) {

@@ -109,6 +109,22 @@ void store_on_stream_revoke(struct store *s,
 	pthread_mutex_unlock(&s->revoke_lock);
 }
 
+static const char SQL_HOSTS_ANY[] = "SELECT 1 FROM hosts LIMIT 1";
+
+/* s->hosts_known (store-internal.h) at open. */
+static int store_hosts_known_locked(struct store *s, struct err *e)
+{
+	if (s->pg) {
+		s->hosts_known = true;
+		return 0;
+	}
+	struct store_stmt *st = store_stmt(s, SQL_HOSTS_ANY, e);
+	int step = st ? store_step(st) : STORE_ERR;
+	store_stmt_done(st);
+	s->hosts_known = step == STORE_ROW;
+	return step == STORE_ROW || step == STORE_DONE ? 0 : store_db_error(s, "reading hosts", e);
+}
+
 /* SQLite: brings the schema from PRAGMA user_version up to the last
  * migration, one migration per transaction. */
 static int store_lite_migrate(struct store *s, struct err *e)
@@ -228,6 +244,8 @@ struct store *store_open(const char *where, struct err *e)
 	}
 	store_lock(s);
 	int rc = store_keys_reload_locked(s, e);
+	if (rc == 0)
+		rc = store_hosts_known_locked(s, e);
 	pthread_mutex_unlock(&s->lock);
 	if (rc < 0) {
 		store_close(s);

@@ -381,6 +381,7 @@ void store_keys_flush_used_locked(struct store *s)
 		}
 		bool more = from < s->nkeys;
 		pthread_mutex_unlock(&s->keys_lock);
+		bool relaxed = n > 0 && store_relaxed_begin(s);
 		for (size_t i = 0; i < n; i++) {
 			struct store_stmt *st = store_stmt(s, SQL_KEY_USED, NULL);
 			if (!st)
@@ -390,6 +391,7 @@ void store_keys_flush_used_locked(struct store *s)
 			store_step(st); /* a failure loses a last use, nothing else */
 			store_stmt_done(st);
 		}
+		store_relaxed_end(s, relaxed, true);
 		if (!more)
 			break;
 	}

@@ -25,6 +25,7 @@
 #define PG_UID 65534 /* the server's user when the test runs as root */
 
 bool fixture_pg;
+bool pgserver_durable;
 
 static struct {
 	char bin[256];
@@ -92,13 +93,12 @@ static int pgserver_launch(void)
 				      "-c",
 				      "listen_addresses=",
 				      "-c",
-				      "fsync=off",
+				      pgserver_durable ? "fsync=on" : "fsync=off",
 				      "-c",
-				      "full_page_writes=off",
+				      pgserver_durable ? "full_page_writes=on"
+						       : "full_page_writes=off",
 				      "-c",
 				      "max_connections=100",
-				      "-c",
-				      "shared_buffers=16MB",
 				      "-c",
 				      "log_min_messages=warning",
 				      NULL};

@@ -46,6 +46,9 @@ int64_t fixture_sql_int(struct fixture *f, const char *sql);
 
 /* ---- the PostgreSQL server ------------------------------------------------ */
 
+/* Before pgserver_start: fsync and full-page writes on, as a production
+ * server runs (bench/store); the tests run without them. */
+extern bool pgserver_durable;
 /* Starts the server (initdb first): 0; -1 with why filled when it cannot
  * (77 in *skip when the binaries are not installed). */
 int pgserver_start(char *why, size_t size, bool *skip);
