@@ -148,7 +148,8 @@ static void bench_hosts(struct fixture *f, struct store **extra)
 		struct store *s = extra[i] = fixture_open_another(f, &e);
 		if (!s)
 			die("open", &e);
-		struct store_host h = {.epoch = 100 + i, .cpu_overcommit_pct = 400,
+		struct store_host h = {.epoch = 100 + i,
+				       .cpu_overcommit_pct = 400,
 				       .capacity = {64000, 1 << 20, 1 << 24}};
 		snprintf(h.id, sizeof h.id, "%s", ids[i]);
 		if (store_host_register(s, &h, false, NULL, &e) < 0)
@@ -228,7 +229,8 @@ static void bench_backend(bool pg, double rate[NOPS + 1])
 	fixture_pg = pg;
 	void *state;
 	if (fixture_setup(&state) < 0) {
-		fprintf(stderr, "bench/store: cannot open the %s store\n", pg ? "postgresql" : "sqlite");
+		fprintf(stderr, "bench/store: cannot open the %s store\n",
+			pg ? "postgresql" : "sqlite");
 		exit(1);
 	}
 	struct bench b = {.f = state, .t = 1700000000000LL};
