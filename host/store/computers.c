@@ -64,6 +64,10 @@ static const char SQL_COUNT_STOPPED_OTHERS[] = "SELECT COUNT(*) FROM computers"
 					       " WHERE workspace = ?1 AND id <> ?2"
 					       " AND state IN ('stopping', 'stopped')";
 static const char SQL_WORKSPACE_EXISTS[] = "SELECT 1 FROM workspaces WHERE id = ?1";
+/* PostgreSQL only: the workspace's row, held until the commit, so that two
+ * hosts' creates in one workspace count one after the other (SQLite's
+ * BEGIN IMMEDIATE already serialises every write). */
+static const char SQL_WORKSPACE_LOCK[] = "SELECT 1 FROM workspaces WHERE id = ?1 FOR UPDATE";
 
 /* Indexed by enum computer_state. */
 static const char *const store_states[COMPUTER_STATES + 1] = {
@@ -438,6 +442,18 @@ static int store_computer_commit_locked(struct store *s, struct store_computer *
 	if (store_fence_locked(s, e))
 		return -1;
 	const char *except = how->insert ? "" : w->id;
+	if ((how->limit > 0 || how->stopped_limit > 0) && s->pg) {
+		struct store_stmt *st = store_stmt(s, SQL_WORKSPACE_LOCK, e);
+		if (!st)
+			return -1;
+		store_bind_text(st, 1, w->workspace);
+		int step = store_step(st);
+		while (step == STORE_ROW)
+			step = store_step(st);
+		store_stmt_done(st);
+		if (step != STORE_DONE)
+			return store_db_error(s, "locking a workspace for its limits", e);
+	}
 	if (how->limit > 0 && store_computer_limit_locked(s, w->workspace, except, how->limit, e))
 		return -1;
 	if (how->stopped_limit > 0 &&

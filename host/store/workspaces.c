@@ -277,10 +277,17 @@ static int store_key_hash(const char *key, unsigned char hash[STORE_KEY_HASH], s
 	return 0;
 }
 
+/* PostgreSQL: the workspace's row held (shared) until the commit, so a
+ * concurrent delete either waits for a key being issued (and then revokes
+ * it with the others) or is seen by it. */
+static const char SQL_WS_GET_SHARE[] =
+    "SELECT id FROM workspaces WHERE id = ?1 AND deleted_ms = 0 FOR SHARE";
+
 /* Whether workspace id exists; -1 with e filled on a database error. */
 static int store_workspace_exists(struct store *s, const char *id, struct err *e)
 {
-	struct store_stmt *st = store_stmt(s, SQL_WS_GET, e);
+	struct store_stmt *st =
+	    store_stmt(s, store_in_tx(s) && s->pg ? SQL_WS_GET_SHARE : SQL_WS_GET, e);
 	if (!st)
 		return -1;
 	store_bind_text(st, 1, id);
@@ -322,7 +329,11 @@ int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
 	store_lock(s);
 	int rc = -1;
 	struct store_stmt *st = NULL;
-	int exists = workspace_id ? store_workspace_exists(s, workspace_id, e) : 1;
+	/* PostgreSQL: in a transaction holding the workspace (above). */
+	bool tx = s->pg && workspace_id;
+	int exists = tx && store_begin(s, e) < 0 ? -1
+		     : workspace_id		 ? store_workspace_exists(s, workspace_id, e)
+						 : 1;
 	if (exists == 0)
 		err_set(e, ERR_NOT_FOUND, "no workspace %.64s", workspace_id);
 	if (exists == 1 && (st = store_stmt(s, SQL_KEY_INSERT, e))) {
@@ -347,6 +358,13 @@ int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
 		} else {
 			store_db_error(s, "storing an API key", e);
 		}
+	}
+	if (tx && exists >= 0) {
+		store_stmt_done(st);
+		if (rc == 0 && store_commit_tx(s, e) < 0)
+			rc = -1;
+		if (rc < 0)
+			store_rollback(s);
 	}
 	store_stmt_done(st);
 	store_unlock(s);

@@ -553,6 +553,48 @@ static void test_register_adopts_or_loses(void **state)
 
 /* ---- stream-token keys --------------------------------------------------------------------- */
 
+struct keyer {
+	struct store *s;
+	pthread_barrier_t *go;
+	struct store_stream_key k;
+	int rc;
+};
+
+static void *keyer_main(void *arg)
+{
+	struct keyer *k = arg;
+	struct err e = {0};
+	pthread_barrier_wait(k->go);
+	k->rc = store_stream_key_current(k->s, NULL, &k->k, &e);
+	return NULL;
+}
+
+/* Hosts that start together make one first key, not one each. */
+static void test_stream_key_first_race(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct keyer k[4];
+	pthread_t t[4];
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, 4);
+	for (int i = 0; i < 4; i++) {
+		k[i] = (struct keyer){.s = fixture_open_another(f, &e), .go = &go};
+		assert_non_null(k[i].s);
+	}
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, keyer_main, &k[i]), 0);
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		store_close(k[i].s);
+		assert_int_equal(k[i].rc, 0);
+		assert_string_equal(k[i].k.id, k[0].k.id);
+		assert_memory_equal(k[i].k.secret, k[0].k.secret, STORE_STREAM_KEY_BYTES);
+	}
+	pthread_barrier_destroy(&go);
+	assert_int_equal(fixture_sql_int(f, "SELECT COUNT(*) FROM stream_keys"), 1);
+}
+
 static void test_stream_keys(void **state)
 {
 	struct fixture *f = *state;
@@ -799,6 +841,8 @@ int store_cluster_run(const char *name)
 	    cmocka_unit_test_setup_teardown(test_register_adopts_or_loses, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_keys, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_stream_key_first_race, fixture_setup,
+					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_revocation_reaches_other_host, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_pg_outage_is_503_then_reconnects, fixture_setup,

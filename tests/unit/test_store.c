@@ -1097,6 +1097,7 @@ static void test_commit_state_and_usage_together(void **state)
 struct racer {
 	struct store *s;
 	const char *ws;
+	pthread_barrier_t *go;
 	int rc;
 	enum err_code code;
 };
@@ -1104,6 +1105,7 @@ struct racer {
 static void *racer_run(void *arg)
 {
 	struct racer *r = arg;
+	pthread_barrier_wait(r->go);
 	struct store_computer c;
 	memset(&c, 0, sizeof c);
 	snprintf(c.workspace, sizeof c.workspace, "%s", r->ws);
@@ -1119,7 +1121,8 @@ static void *racer_run(void *arg)
 	return NULL;
 }
 
-/* Creates at once from several threads: exactly the limit get in. */
+/* Creates at once from several threads, each on a connection of its own
+ * (as several hosts would): exactly the limit get in. */
 static void test_commit_limit_under_concurrent_inserts(void **state)
 {
 	struct fixture *f = *state;
@@ -1130,18 +1133,24 @@ static void test_commit_limit_under_concurrent_inserts(void **state)
 	make_computer(f->s, w.id, "sandbox", "xs", "stopped", &stopped); /* holds nothing */
 	struct racer r[RACERS];
 	pthread_t th[RACERS];
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, RACERS);
 	for (int i = 0; i < RACERS; i++) {
-		r[i] = (struct racer){.s = f->s, .ws = w.id};
-		assert_int_equal(pthread_create(&th[i], NULL, racer_run, &r[i]), 0);
+		r[i] = (struct racer){.s = fixture_open_another(f, &e), .ws = w.id, .go = &go};
+		assert_non_null(r[i].s);
 	}
+	for (int i = 0; i < RACERS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, racer_run, &r[i]), 0);
 	int ok = 0;
 	for (int i = 0; i < RACERS; i++) {
 		pthread_join(th[i], NULL);
+		store_close(r[i].s);
 		if (r[i].rc == 0)
 			ok++;
 		else
 			assert_int_equal(r[i].code, ERR_LIMIT);
 	}
+	pthread_barrier_destroy(&go);
 	assert_int_equal(ok, RACE_LIMIT);
 	int n = 0;
 	assert_int_equal(store_computer_count_running(f->s, w.id, &n, &e), 0);
