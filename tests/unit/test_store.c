@@ -870,7 +870,7 @@ static void test_key_lookup_never_waits(void **state)
 
 	/* Another connection revokes it, behind the store's back: invalidating
 	 * the table applies it (PostgreSQL's listener would too: see
-	 * test_pg_revocation_reaches_other_host). */
+	 * test_revocation_reaches_other_host). */
 	assert_int_equal(fixture_sql(f, "UPDATE api_keys SET revoked_ms = 1"), 0);
 	store_keys_invalidate(f->s);
 	char ws[40];
