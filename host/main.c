@@ -50,6 +50,10 @@ static void main_usage(FILE *to)
 	      "  --listen HOST:PORT        where to serve the API (default 127.0.0.1:8080;\n"
 	      "                            port 0 = any free port)\n"
 	      "  --state-dir DIR           the database, computers' disks, sessions, keys\n"
+	      "  --database URI            a shared PostgreSQL database (postgresql://...)\n"
+	      "                            instead of DIR/cubicle.db (host/store/README.md);\n"
+	      "                            or $CUBICLE_DATABASE, which keeps a password out\n"
+	      "                            of ps\n"
 	      "  --images DIR              built guest images (default: ../images beside the\n"
 	      "                            binary, i.e. build/images)\n"
 	      "  --unit-rate NANODOLLARS   per second for an xs sandbox (default 15000)\n"
@@ -101,10 +105,9 @@ static void main_usage(FILE *to)
 	      "                            defaults (beats any allow)\n"
 	      "\n"
 	      "A cluster of hosts behind one API (docs/cluster.md):\n"
-	      "  --database URL            shared state: postgresql://USER@HOST[:PORT]/DB\n"
-	      "                            (default: SQLite in the state directory)\n"
 	      "  --cluster-etcd URL,...    join a cluster: etcd's client URLs\n"
 	      "                            (http://HOST:2379,...); needs --database\n"
+	      "                            (or $CUBICLE_DATABASE)\n"
 	      "  --host-id ID              this host's id (default: its hostname)\n"
 	      "  --advertise IP:PORT       where the other hosts call this one (default:\n"
 	      "                            --listen's, which must then be an IP address)\n"
@@ -198,6 +201,36 @@ static char *main_state_secret(const char *state_dir, const char *name, const ch
 	}
 	close(fd);
 	return strdup(buf);
+}
+
+/* $CUBICLE_DATABASE (malloc'd, wiped from the environment), else NULL: the
+ * flag's or the state dir's database. A password on the command line is
+ * readable by every local user (ps): say so. */
+static bool main_uri_has_password(const char *uri)
+{
+	if (strstr(uri, "password="))
+		return true;
+	const char *auth = strstr(uri, "://");
+	if (!auth)
+		return false;
+	auth += 3;
+	size_t n = strcspn(auth, "/?");
+	const char *at = memchr(auth, '@', n);
+	return at && memchr(auth, ':', (size_t)(at - auth));
+}
+
+static char *main_database(const char *flag)
+{
+	const char *env = getenv("CUBICLE_DATABASE");
+	if (flag && main_uri_has_password(flag))
+		fprintf(stderr, "cubicled: --database has a password in it, which every local "
+				"user can read (ps): use $CUBICLE_DATABASE or a .pgpass file\n");
+	if (!env || !*env)
+		return NULL;
+	char *v = strdup(env);
+	explicit_bzero((char *)env, strlen(env));
+	unsetenv("CUBICLE_DATABASE");
+	return v;
 }
 
 /* $CUBICLE_ADMIN_KEY, or the state dir's admin.key, created on first run. */
@@ -427,6 +460,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"state-dir", required_argument, NULL, 's'},
+	    {"database", required_argument, NULL, 0x300},
 	    {"images", required_argument, NULL, 'i'},
 	    {"unit-rate", required_argument, NULL, 'u'},
 	    {"stopped-rate", required_argument, NULL, 'S'},
@@ -468,7 +502,6 @@ int main(int argc, char **argv)
 	    {"body-min-rate", required_argument, NULL, 0x208},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
-	    {"database", required_argument, NULL, 0x300},
 	    {"cluster-etcd", required_argument, NULL, 0x301},
 	    {"host-id", required_argument, NULL, 0x302},
 	    {"advertise", required_argument, NULL, 0x303},
@@ -489,6 +522,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			state_dir = optarg;
+			break;
+		case 0x300:
+			database = optarg;
 			break;
 		case 'i':
 			images = optarg;
@@ -645,9 +681,6 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
-		case 0x300:
-			database = optarg;
-			break;
 		case 0x301:
 			cluster_etcd = optarg;
 			break;
@@ -737,12 +770,15 @@ int main(int argc, char **argv)
 		}
 		cfg.sessions_dir = sessions_real;
 	}
+	/* The database: $CUBICLE_DATABASE (wiped from the environment), else
+	 * --database, else the state directory's SQLite. */
+	char *database_env = main_database(database);
+	const char *where = database_env ? database_env : database;
 	/* A cluster: its flags, checked before anything starts. */
 	char host_id[64], address[128];
 	struct nodeauth *nodeauth = NULL;
 	if (cluster_etcd) {
-		if (!database || (strncmp(database, "postgresql://", 13) != 0 &&
-				  strncmp(database, "postgres://", 11) != 0)) {
+		if (!where || !store_where_is_postgres(where)) {
 			fprintf(stderr,
 				"cubicled: --cluster-etcd needs --database postgresql://...: "
 				"the hosts of a cluster share their state there\n");
@@ -815,19 +851,17 @@ int main(int argc, char **argv)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	struct err e = {0};
 	snprintf(db, sizeof db, "%s/cubicle.db", state_abs);
-	if (database && !store_where_is_postgres(database)) {
-		fprintf(stderr,
-			"cubicled: --database takes postgresql://USER@HOST[:PORT]/DB, not "
-			"'%s' (one host's SQLite is the state directory's own)\n",
-			database);
-		return 2;
-	}
 	envd_set_limits(&envd_limits);
-	struct store *store = store_open(database ? database : db, &e);
+	struct store *store = store_open(where ? where : db, &e);
+	if (database_env) {
+		explicit_bzero(database_env, strlen(database_env));
+		free(database_env);
+	}
 	if (!store) {
 		fprintf(stderr, "cubicled: %s\n", e.message);
 		return 1;
 	}
+	fprintf(stderr, "cubicled: store: %s\n", store_backend(store));
 	struct core *core = core_open(&cfg, store, &e);
 	if (!core) {
 		fprintf(stderr, "cubicled: %s\n", e.message);
@@ -841,6 +875,17 @@ int main(int argc, char **argv)
 	unsigned char stream_key[TOKEN_KEY_BYTES];
 	SHA256((const unsigned char *)stream_secret, strlen(stream_secret), stream_key);
 	free(stream_secret);
+	if (strcmp(store_backend(store), "postgresql") == 0) {
+		/* Hosts that share a database share the key, so a token verifies
+		 * on any of them; the first host's own key seeds it. */
+		struct store_stream_key sk;
+		if (store_stream_key_current(store, stream_key, &sk, &e) < 0) {
+			fprintf(stderr, "cubicled: %s\n", e.message);
+			return 1;
+		}
+		memcpy(stream_key, sk.secret, sizeof stream_key);
+		explicit_bzero(&sk, sizeof sk);
+	}
 	char web_dir[PATH_MAX + 16];
 	if (web) {
 		snprintf(web_dir, sizeof web_dir, "%s", web);

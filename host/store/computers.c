@@ -64,6 +64,10 @@ static const char SQL_COUNT_STOPPED_OTHERS[] = "SELECT COUNT(*) FROM computers"
 					       " WHERE workspace = ?1 AND id <> ?2"
 					       " AND state IN ('stopping', 'stopped')";
 static const char SQL_WORKSPACE_EXISTS[] = "SELECT 1 FROM workspaces WHERE id = ?1";
+/* PostgreSQL only: the workspace's row, held until the commit, so that two
+ * hosts' creates in one workspace count one after the other (SQLite's
+ * BEGIN IMMEDIATE already serialises every write). */
+static const char SQL_WORKSPACE_LOCK[] = "SELECT 1 FROM workspaces WHERE id = ?1 FOR UPDATE";
 
 /* Indexed by enum computer_state. */
 static const char *const store_states[COMPUTER_STATES + 1] = {
@@ -438,6 +442,18 @@ static int store_computer_commit_locked(struct store *s, struct store_computer *
 	if (store_fence_locked(s, e))
 		return -1;
 	const char *except = how->insert ? "" : w->id;
+	if ((how->limit > 0 || how->stopped_limit > 0) && s->pg) {
+		struct store_stmt *st = store_stmt(s, SQL_WORKSPACE_LOCK, e);
+		if (!st)
+			return -1;
+		store_bind_text(st, 1, w->workspace);
+		int step = store_step(st);
+		while (step == STORE_ROW)
+			step = store_step(st);
+		store_stmt_done(st);
+		if (step != STORE_DONE)
+			return store_db_error(s, "locking a workspace for its limits", e);
+	}
 	if (how->limit > 0 && store_computer_limit_locked(s, w->workspace, except, how->limit, e))
 		return -1;
 	if (how->stopped_limit > 0 &&
@@ -469,7 +485,7 @@ static int store_computer_commit_locked(struct store *s, struct store_computer *
 	}
 	/* An insert knows where it is; an update reads it back after the
 	 * release its state may have made. */
-	if (!how->insert &&
+	if (!how->insert && s->hosts_known &&
 	    (store_release_locked(s, w->id, e) || store_computer_placement_locked(s, w, e)))
 		return -1;
 	if (how->bill && store_usage_switch_locked(s, w->id, w->workspace, w->size, how->rate_state,
@@ -556,7 +572,9 @@ int store_computer_set_state(struct store *s, const char *id, const char *state,
 	snprintf(missing, sizeof missing, "no computer %.64s", id);
 	int rc = -1;
 	store_lock(s);
-	if (store_begin(s, e) == 0) {
+	/* One host that never placed: the one statement it always was. */
+	bool tx = s->hosts_known || s->host[0];
+	if (!tx || store_begin(s, e) == 0) {
 		struct store_stmt *st = NULL;
 		if (store_fence_locked(s, e) == 0 && (st = store_stmt(s, SQL_SET_STATE, e))) {
 			store_bind_text(st, 1, id);
@@ -566,9 +584,9 @@ int store_computer_set_state(struct store *s, const char *id, const char *state,
 			rc = store_step_change(s, st, "changing a computer's state", missing, e);
 			store_stmt_done(st);
 		}
-		if (rc == 0 && (store_release_locked(s, id, e) || store_commit_tx(s, e)))
+		if (tx && rc == 0 && (store_release_locked(s, id, e) || store_commit_tx(s, e)))
 			rc = -1;
-		if (rc < 0)
+		if (tx && rc < 0)
 			store_rollback(s);
 	}
 	store_unlock(s);
@@ -583,6 +601,7 @@ int store_computer_touch(struct store *s, const char *id, int64_t now_ms, struct
 	snprintf(missing, sizeof missing, "no computer %.64s", id);
 	int rc = -1;
 	store_lock(s);
+	bool relaxed = store_relaxed_begin(s);
 	struct store_stmt *st = store_stmt(s, SQL_TOUCH, e);
 	if (st) {
 		store_bind_text(st, 1, id);
@@ -590,6 +609,7 @@ int store_computer_touch(struct store *s, const char *id, int64_t now_ms, struct
 		rc = store_step_change(s, st, "recording computer activity", missing, e);
 	}
 	store_stmt_done(st);
+	store_relaxed_end(s, relaxed, rc == 0);
 	store_unlock(s);
 	return rc;
 }

@@ -51,6 +51,7 @@
 
 struct store_pg {
 	char uri[4096];
+	int timeout_ms; /* a statement's deadline */
 	PGconn *conn;
 	unsigned gen; /* bumped by every new connection: statements re-prepare */
 	bool in_tx;
@@ -60,13 +61,16 @@ struct store_pg {
 	char sqlstate[6];
 	char message[400];
 	bool lost; /* the failure was the connection's */
-	/* The listener. */
+	/* The listener, and its first connection until its thread takes it. */
+	PGconn *lconn;
 	pthread_t listener;
 	bool listening;
 	int wake[2];
 };
 
 /* ---- connections ------------------------------------------------------------------ */
+
+static void store_pg_notice(void *arg, const char *message);
 
 /* Our defaults first, then the URI, whose own settings win. */
 static PGconn *store_pg_connect(const char *uri)
@@ -81,19 +85,36 @@ static PGconn *store_pg_connect(const char *uri)
 					   "dbname",
 					   NULL};
 	const char *values[] = {"3", "cubicled", "1", "5", "2", "3", "9000", uri, NULL};
-	return PQconnectdbParams(keys, values, 1);
+	PGconn *conn = PQconnectdbParams(keys, values, 1);
+	if (conn)
+		PQsetNoticeProcessor(conn, store_pg_notice, NULL);
+	return conn;
 }
 
 /* Copies libpq's message (one line, no trailing newline) into buf. */
 static void store_pg_message(char *buf, size_t size, const char *msg)
 {
 	snprintf(buf, size, "%s", msg && *msg ? msg : "no message from libpq");
-	for (char *p = buf; *p; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = *(p + 1) ? ' ' : 0;
-	size_t n = strlen(buf);
-	while (n && buf[n - 1] == ' ')
-		buf[--n] = 0;
+	/* libpq's messages are lines, some indented: one line, single spaces. */
+	char *o = buf;
+	for (const char *p = buf; *p; p++) {
+		char c = *p == '\n' || *p == '\r' || *p == '\t' ? ' ' : *p;
+		if (c != ' ' || (o > buf && o[-1] != ' '))
+			*o++ = c;
+	}
+	while (o > buf && o[-1] == ' ')
+		o--;
+	*o = 0;
+}
+
+/* What the server says besides answers (a warning, the FATAL before it
+ * drops us): one line in cubicled's log rather than libpq's raw text. */
+static void store_pg_notice(void *arg, const char *message)
+{
+	(void)arg;
+	char line[400];
+	store_pg_message(line, sizeof line, message);
+	fprintf(stderr, "cubicled: store: the database says: %s\n", line);
 }
 
 static void store_pg_fail(struct store_pg *pg, const char *sqlstate, const char *msg, bool lost)
@@ -141,15 +162,18 @@ static int store_pg_ready(PGconn *conn, int64_t deadline, bool *timed_out)
  */
 static PGresult *store_pg_answer(struct store_pg *pg)
 {
-	int64_t deadline = clock_now_ms() + STORE_PG_TIMEOUT_MS;
+	int64_t deadline = clock_now_ms() + pg->timeout_ms;
 	PGresult *res = NULL;
 	bool timed_out = false;
 	for (;;) {
 		if (store_pg_ready(pg->conn, deadline, &timed_out) < 0) {
-			if (timed_out)
-				store_pg_fail(pg, "", "the database did not answer within 15 s",
-					      true);
-			else
+			if (timed_out) {
+				char msg[80];
+				snprintf(msg, sizeof msg,
+					 "the database did not answer within %d ms",
+					 pg->timeout_ms);
+				store_pg_fail(pg, "", msg, true);
+			} else
 				store_pg_fail(pg, "", PQerrorMessage(pg->conn), true);
 			PQclear(res);
 			store_pg_drop(pg);
@@ -358,10 +382,11 @@ int store_pg_step(struct store_stmt *st)
 		if (rc != 0)
 			return rc;
 		st->prepared_gen = pg->gen;
-		st->nparams = nparams > st->nparams ? nparams : st->nparams;
+		st->sql_nparams = nparams;
 	}
-	if (!PQsendQueryPrepared(pg->conn, st->name, st->nparams, st->values, st->lengths,
-				 st->formats, 0)) {
+	/* Parameters left unbound are NULL. */
+	int n = st->sql_nparams > st->nparams ? st->sql_nparams : st->nparams;
+	if (!PQsendQueryPrepared(pg->conn, st->name, n, st->values, st->lengths, st->formats, 0)) {
 		store_pg_fail(pg, "", PQerrorMessage(pg->conn), true);
 		store_pg_drop(pg);
 		return STORE_ERR;
@@ -398,7 +423,7 @@ const char *store_pg_col(struct store_stmt *st, int i)
 int store_pg_exec(struct store *s, const char *sql, struct err *e)
 {
 	struct store_pg *pg = s->pg;
-	bool begin = strcmp(sql, "BEGIN") == 0;
+	bool begin = strncmp(sql, "BEGIN", 5) == 0;
 	bool end = strcmp(sql, "COMMIT") == 0 || strcmp(sql, "ROLLBACK") == 0;
 	int rc = -1;
 	if (store_pg_usable(pg) == 0) {
@@ -419,6 +444,12 @@ int store_pg_exec(struct store *s, const char *sql, struct err *e)
 		store_pg_error(s, strncmp(sql, "SELECT pg_advisory", 18) == 0 ? "migrating" : sql,
 			       e);
 	return rc;
+}
+
+void store_pg_set_timeout(struct store *s, int ms)
+{
+	if (s->pg)
+		s->pg->timeout_ms = ms;
 }
 
 bool store_pg_in_tx(struct store *s)
@@ -480,13 +511,24 @@ static void store_pg_notified(struct store *s, const PGnotify *n)
 		store_pg_revoked(s, computer, ms);
 }
 
-/* After the listener (re)connects: what it may have missed. */
-static void store_pg_catch_up(struct store *s)
+/* After the listener (re)connects: what it may have missed. 0, or -1 to
+ * try again later (the store's own connection may still be waiting). */
+static int store_pg_catch_up(struct store *s)
 {
-	store_keys_invalidate(s);
+	/* The database answers the listener: the store need not wait out its
+	 * backoff to reconnect. */
+	store_lock(s);
+	s->pg->retry_ms = 0;
+	s->keys_dirty = true;
+	store_unlock(s); /* rebuilds the key table */
 	struct err e = {0};
-	if (store_stream_revocations(s, clock_wall_ms(), store_pg_revoked, s, &e) < 0)
-		fprintf(stderr, "cubicled: store: listener: %s\n", e.message);
+	store_lock(s);
+	bool stale = s->keys_dirty;
+	store_unlock(s);
+	/* All revocations, pruning none (0): pruning is the core's, on its clock. */
+	if (stale || store_stream_revocations(s, 0, store_pg_revoked, s, &e) < 0)
+		return -1;
+	return 0;
 }
 
 /* A listening connection, or NULL. */
@@ -515,8 +557,11 @@ static void *store_pg_listener_main(void *arg)
 {
 	struct store *s = arg;
 	struct store_pg *pg = s->pg;
-	PGconn *conn = NULL;
-	bool reported = false;
+	/* The first connection is store_pg_listen's, made before store_open
+	 * loaded the keys: nothing can have been missed before it. */
+	PGconn *conn = pg->lconn;
+	pg->lconn = NULL;
+	bool reported = false, behind = false;
 	for (;;) {
 		if (!conn) {
 			char why[300];
@@ -525,7 +570,7 @@ static void *store_pg_listener_main(void *arg)
 				if (reported)
 					fprintf(stderr, "cubicled: store: listener reconnected\n");
 				reported = false;
-				store_pg_catch_up(s);
+				behind = true;
 			} else if (!reported) {
 				fprintf(stderr,
 					"cubicled: store: listener lost the database (%s): "
@@ -534,6 +579,9 @@ static void *store_pg_listener_main(void *arg)
 				reported = true;
 			}
 		}
+		/* Until the catch-up worked (once a second). */
+		if (conn && behind)
+			behind = store_pg_catch_up(s) < 0;
 		struct pollfd p[2] = {{pg->wake[0], POLLIN, 0},
 				      {conn ? PQsocket(conn) : -1, POLLIN, 0}};
 		int n = poll(p, 2, STORE_PG_LISTEN_RETRY_MS);
@@ -559,9 +607,18 @@ static void *store_pg_listener_main(void *arg)
 int store_pg_listen(struct store *s, struct err *e)
 {
 	struct store_pg *pg = s->pg;
-	if (pipe2(pg->wake, O_CLOEXEC) < 0)
+	char why[300];
+	if (!(pg->lconn = store_pg_listener_connect(pg, why, sizeof why)))
+		return err_set(e, ERR_UNAVAILABLE, "cannot listen on the database %s: %s", s->where,
+			       why);
+	if (pipe2(pg->wake, O_CLOEXEC) < 0) {
+		PQfinish(pg->lconn);
+		pg->lconn = NULL;
 		return err_set(e, ERR_INTERNAL, "store: pipe: %s", strerror(errno));
+	}
 	if (pthread_create(&pg->listener, NULL, store_pg_listener_main, s) != 0) {
+		PQfinish(pg->lconn);
+		pg->lconn = NULL;
 		close(pg->wake[0]);
 		close(pg->wake[1]);
 		pg->wake[0] = pg->wake[1] = -1;
@@ -600,6 +657,7 @@ int store_pg_open(struct store *s, const char *uri, struct err *e)
 	if (!pg)
 		return err_set(e, ERR_INTERNAL, "out of memory opening the store");
 	pg->wake[0] = pg->wake[1] = -1;
+	pg->timeout_ms = STORE_PG_TIMEOUT_MS;
 	s->pg = pg;
 	snprintf(pg->uri, sizeof pg->uri, "%s", uri);
 	store_pg_mask(s, uri);
@@ -627,6 +685,8 @@ void store_pg_close(struct store *s)
 		close(pg->wake[0]);
 		close(pg->wake[1]);
 	}
+	if (pg->lconn)
+		PQfinish(pg->lconn);
 	store_pg_drop(pg);
 	free(pg);
 	s->pg = NULL;

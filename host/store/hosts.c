@@ -338,6 +338,7 @@ int store_place_locked(struct store *s, const char *id, const struct store_place
 	}
 	if (found < 0)
 		return -1;
+	s->hosts_known = true;
 	if (found == 0) {
 		if (p->host)
 			return err_set_param(
@@ -500,6 +501,7 @@ static int store_host_register_locked(struct store *s, const struct store_host *
 	if (store_run(s, st, "registering a host", e) < 0 ||
 	    !(st = store_stmt(s, SQL_HOST_EPOCH, e)))
 		return -1;
+	s->hosts_known = true;
 	store_bind_text(st, 1, h->id);
 	int step = store_step(st);
 	int64_t old = step == STORE_ROW ? store_col_int64(st, 0) : -1;

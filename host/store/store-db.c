@@ -246,6 +246,21 @@ bool store_in_tx(struct store *s)
 	return s->pg ? store_pg_in_tx(s) : !sqlite3_get_autocommit(s->db);
 }
 
+bool store_relaxed_begin(struct store *s)
+{
+	if (!s->pg || store_in_tx(s))
+		return false;
+	return store_pg_exec(s, "BEGIN; SET LOCAL synchronous_commit = off", NULL) == 0;
+}
+
+void store_relaxed_end(struct store *s, bool began, bool ok)
+{
+	if (!began)
+		return;
+	if (!ok || store_commit_tx(s, NULL) < 0)
+		store_rollback(s);
+}
+
 int store_db_error(struct store *s, const char *doing, struct err *e)
 {
 	return s->pg ? store_pg_error(s, doing, e) : store_lite_error(s, doing, e);

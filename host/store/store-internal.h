@@ -54,7 +54,8 @@ struct store_stmt {
 	 * and the result being walked. */
 	char name[12];
 	unsigned prepared_gen;
-	int nparams;
+	int sql_nparams; /* the parameters the SQL has */
+	int nparams;	 /* the highest bound */
 	const char *values[STORE_PARAMS_MAX];
 	int lengths[STORE_PARAMS_MAX], formats[STORE_PARAMS_MAX];
 	unsigned types[STORE_PARAMS_MAX];
@@ -83,6 +84,11 @@ struct store {
 	size_t nkeys;
 	bool keys_failed; /* the last rebuild failed: lookups answer 503 until one works */
 	bool keys_dirty;
+	int64_t keys_said_ms; /* when a failed rebuild was last logged */
+	/* Whether computers may hold something on hosts: PostgreSQL always (other
+	 * processes place); SQLite once its hosts table has a row. Until then a
+	 * state change has nothing to release, and costs what it always did. */
+	bool hosts_known;
 	/* This process's host in a cluster (store_host_register), under s->lock;
 	 * host[0] == 0: one host, no fencing. */
 	char host[STORE_HOST_ID_LEN];
@@ -160,6 +166,13 @@ int store_commit_tx(struct store *s, struct err *e);
 void store_rollback(struct store *s);
 /* Whether a transaction is open. */
 bool store_in_tx(struct store *s);
+/* For writes that may be lost in a crash (activity, a key's last use: the
+ * core accepts a second of them): PostgreSQL commits them without waiting
+ * for the WAL flush (SET LOCAL synchronous_commit = off); SQLite writes them
+ * as always. Returns whether it opened a transaction, which
+ * store_relaxed_end commits (ok) or rolls back. */
+bool store_relaxed_begin(struct store *s);
+void store_relaxed_end(struct store *s, bool began, bool ok);
 
 /* The last failure of the connection as e: ERR_NO_SPACE for a full disk,
  * ERR_UNAVAILABLE for a busy, unreachable or read-only database (nothing
@@ -191,6 +204,8 @@ bool store_pg_in_tx(struct store *s);
 int store_pg_error(struct store *s, const char *doing, struct err *e);
 /* Starts the listener (keys, revocations): after the schema exists. */
 int store_pg_listen(struct store *s, struct err *e);
+/* A statement's deadline (default 15 s; tests shorten it). */
+void store_pg_set_timeout(struct store *s, int ms);
 
 /* The schema (store-schema.c): migrations per back end, run by store.c. */
 extern const char *const store_lite_migrations[];

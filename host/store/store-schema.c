@@ -157,7 +157,8 @@ const char *const store_lite_migrations[] = {
     "ALTER TABLE computers ADD COLUMN cpu_milli INTEGER NOT NULL DEFAULT 0 CHECK (cpu_milli >= 0);"
     "ALTER TABLE computers ADD COLUMN mem_mb INTEGER NOT NULL DEFAULT 0 CHECK (mem_mb >= 0);"
     "ALTER TABLE computers ADD COLUMN disk_mb INTEGER NOT NULL DEFAULT 0 CHECK (disk_mb >= 0);"
-    "CREATE INDEX computers_host ON computers(host, epoch);" STORE_SCHEMA_HOSTS
+    /* Partial: one host's computers (host '') cost its inserts nothing. */
+    "CREATE INDEX computers_host ON computers(host, epoch) WHERE host <> '';" STORE_SCHEMA_HOSTS
 	STORE_SCHEMA_STREAM_KEYS("BLOB"),
 };
 

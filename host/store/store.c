@@ -9,6 +9,7 @@
  * a migration that has shipped.
  */
 #include "store-internal.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +33,13 @@ void store_unlock(struct store *s)
 	 * back, and the transaction's own store_unlock comes later. */
 	if (s->keys_dirty && !store_in_tx(s)) {
 		struct err e = {0};
-		if (store_keys_reload_locked(s, &e) < 0)
+		/* Said once per 10 s: while a database is away, every call
+		 * tries again. */
+		if (store_keys_reload_locked(s, &e) < 0 &&
+		    clock_now_ms() - s->keys_said_ms > 10000) {
 			fprintf(stderr, "cubicled: store: %s\n", e.message);
+			s->keys_said_ms = clock_now_ms();
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -101,6 +107,22 @@ void store_on_stream_revoke(struct store *s,
 	s->on_revoke = fn;
 	s->on_revoke_ctx = ctx;
 	pthread_mutex_unlock(&s->revoke_lock);
+}
+
+static const char SQL_HOSTS_ANY[] = "SELECT 1 FROM hosts LIMIT 1";
+
+/* s->hosts_known (store-internal.h) at open. */
+static int store_hosts_known_locked(struct store *s, struct err *e)
+{
+	if (s->pg) {
+		s->hosts_known = true;
+		return 0;
+	}
+	struct store_stmt *st = store_stmt(s, SQL_HOSTS_ANY, e);
+	int step = st ? store_step(st) : STORE_ERR;
+	store_stmt_done(st);
+	s->hosts_known = step == STORE_ROW;
+	return step == STORE_ROW || step == STORE_DONE ? 0 : store_db_error(s, "reading hosts", e);
 }
 
 /* SQLite: brings the schema from PRAGMA user_version up to the last
@@ -213,16 +235,19 @@ struct store *store_open(const char *where, struct err *e)
 	bool pg = store_where_is_postgres(where);
 	if (!pg)
 		snprintf(s->where, sizeof s->where, "%s", where);
-	if (pg ? store_pg_open(s, where, e) || store_pg_migrate(s, e)
+	/* PostgreSQL's listener starts once its tables exist, and before the
+	 * keys are loaded, so no change falls between the two. */
+	if (pg ? store_pg_open(s, where, e) || store_pg_migrate(s, e) || store_pg_listen(s, e)
 	       : store_lite_open(s, where, e) || store_lite_migrate(s, e)) {
 		store_close(s);
 		return NULL;
 	}
 	store_lock(s);
 	int rc = store_keys_reload_locked(s, e);
+	if (rc == 0)
+		rc = store_hosts_known_locked(s, e);
 	pthread_mutex_unlock(&s->lock);
-	/* The listener starts once the tables it listens to exist. */
-	if (rc < 0 || (pg && store_pg_listen(s, e) < 0)) {
+	if (rc < 0) {
 		store_close(s);
 		return NULL;
 	}

@@ -110,6 +110,9 @@ int store_stream_revocations(struct store *s, int64_t now_ms,
 
 /* ---- signing keys ------------------------------------------------------------ */
 
+/* The advisory lock the first key is made under: "cubk". */
+#define STORE_STREAM_KEY_LOCK "1668637291"
+
 static const char SQL_KEY_NEWEST[] =
     "SELECT id, secret, created_ms FROM stream_keys ORDER BY created_ms DESC, id DESC LIMIT 1";
 static const char SQL_KEY_GET[] = "SELECT id, secret, created_ms FROM stream_keys WHERE id = ?1";
@@ -180,8 +183,15 @@ int store_stream_key_current(struct store *s, const unsigned char *seed,
 		return -1;
 	int rc = -1;
 	store_lock(s);
-	struct store_stmt *st = store_stmt(s, SQL_KEY_NEWEST, e);
-	int found = st ? store_stream_key_row(s, st, out, e) : -1;
+	/* One transaction (PostgreSQL: under a lock of its own), so hosts
+	 * starting together make one first key, not one each. */
+	int found = -1;
+	struct store_stmt *st = NULL;
+	if (store_begin(s, e) == 0 &&
+	    (!s->pg ||
+	     store_exec(s, "SELECT pg_advisory_xact_lock(" STORE_STREAM_KEY_LOCK ")", e) == 0) &&
+	    (st = store_stmt(s, SQL_KEY_NEWEST, e)))
+		found = store_stream_key_row(s, st, out, e);
 	store_stmt_done(st);
 	if (found == 0 && store_stream_key_insert_locked(s, SQL_KEY_FIRST, &fresh, e) == 0 &&
 	    (st = store_stmt(s, SQL_KEY_NEWEST, e))) {
@@ -190,8 +200,10 @@ int store_stream_key_current(struct store *s, const unsigned char *seed,
 		if (found == 0)
 			err_set(e, ERR_INTERNAL, "no stream-token key after making one");
 	}
-	if (found == 1)
+	if (found == 1 && store_commit_tx(s, e) == 0)
 		rc = 0;
+	else
+		store_rollback(s);
 	store_unlock(s);
 	OPENSSL_cleanse(&fresh, sizeof fresh);
 	return rc;

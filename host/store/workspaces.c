@@ -258,10 +258,8 @@ int store_workspace_set_egress(struct store *s, const char *id, const char *egre
 	struct store_stmt *st = store_stmt(s, SQL_WS_SET_EGRESS, e);
 	if (st) {
 		store_bind_text(st, 1, id);
-		if (egress_allow)
-			store_bind_text(st, 2, egress_allow);
-		if (egress_deny)
-			store_bind_text(st, 3, egress_deny);
+		store_bind_text(st, 2, egress_allow);
+		store_bind_text(st, 3, egress_deny);
 		rc = store_step_change(s, st, "changing a workspace's egress policy",
 				       "no such workspace", e);
 	}
@@ -279,10 +277,17 @@ static int store_key_hash(const char *key, unsigned char hash[STORE_KEY_HASH], s
 	return 0;
 }
 
+/* PostgreSQL: the workspace's row held (shared) until the commit, so a
+ * concurrent delete either waits for a key being issued (and then revokes
+ * it with the others) or is seen by it. */
+static const char SQL_WS_GET_SHARE[] =
+    "SELECT id FROM workspaces WHERE id = ?1 AND deleted_ms = 0 FOR SHARE";
+
 /* Whether workspace id exists; -1 with e filled on a database error. */
 static int store_workspace_exists(struct store *s, const char *id, struct err *e)
 {
-	struct store_stmt *st = store_stmt(s, SQL_WS_GET, e);
+	struct store_stmt *st =
+	    store_stmt(s, store_in_tx(s) && s->pg ? SQL_WS_GET_SHARE : SQL_WS_GET, e);
 	if (!st)
 		return -1;
 	store_bind_text(st, 1, id);
@@ -324,15 +329,16 @@ int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
 	store_lock(s);
 	int rc = -1;
 	struct store_stmt *st = NULL;
-	int exists = workspace_id ? store_workspace_exists(s, workspace_id, e) : 1;
+	/* PostgreSQL: in a transaction holding the workspace (above). */
+	bool tx = s->pg && workspace_id;
+	int exists = tx && store_begin(s, e) < 0 ? -1
+		     : workspace_id		 ? store_workspace_exists(s, workspace_id, e)
+						 : 1;
 	if (exists == 0)
 		err_set(e, ERR_NOT_FOUND, "no workspace %.64s", workspace_id);
 	if (exists == 1 && (st = store_stmt(s, SQL_KEY_INSERT, e))) {
 		store_bind_blob(st, 1, hash, sizeof hash);
-		if (workspace_id)
-			store_bind_text(st, 2, workspace_id);
-		else
-			store_bind_text(st, 2, NULL);
+		store_bind_text(st, 2, workspace_id);
 		int64_t now = clock_wall_ms();
 		char prefix[STORE_KEY_PREFIX_SHOWN + 1];
 		memcpy(prefix, key, STORE_KEY_PREFIX_SHOWN); /* the key is longer */
@@ -352,6 +358,13 @@ int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
 		} else {
 			store_db_error(s, "storing an API key", e);
 		}
+	}
+	if (tx && exists >= 0) {
+		store_stmt_done(st);
+		if (rc == 0 && store_commit_tx(s, e) < 0)
+			rc = -1;
+		if (rc < 0)
+			store_rollback(s);
 	}
 	store_stmt_done(st);
 	store_unlock(s);
@@ -386,6 +399,7 @@ void store_keys_flush_used_locked(struct store *s)
 		}
 		bool more = from < s->nkeys;
 		pthread_mutex_unlock(&s->keys_lock);
+		bool relaxed = n > 0 && store_relaxed_begin(s);
 		for (size_t i = 0; i < n; i++) {
 			struct store_stmt *st = store_stmt(s, SQL_KEY_USED, NULL);
 			if (!st)
@@ -395,6 +409,7 @@ void store_keys_flush_used_locked(struct store *s)
 			store_step(st); /* a failure loses a last use, nothing else */
 			store_stmt_done(st);
 		}
+		store_relaxed_end(s, relaxed, true);
 		if (!more)
 			break;
 	}
@@ -435,12 +450,28 @@ int store_keys_reload_locked(struct store *s, struct err *e)
 	if (rc == 0 && n > 1)
 		qsort(keys, n, sizeof *keys, store_keyent_cmp);
 	pthread_mutex_lock(&s->keys_lock);
-	/* On failure no key authenticates (503) rather than a revoked one still
-	 * working; the next store_unlock tries again. */
-	struct store_keyent *old = s->keys;
-	s->keys = rc == 0 ? keys : NULL;
-	s->nkeys = rc == 0 ? n : 0;
-	s->keys_failed = rc < 0;
+	/* A lookup may have recorded a use in the old table after the flush
+	 * above: carry it over (both tables are sorted by hash). */
+	for (size_t i = 0; rc == 0 && s->keys && i < n; i++) {
+		struct store_keyent *was =
+		    bsearch(&keys[i], s->keys, s->nkeys, sizeof *s->keys, store_keyent_cmp);
+		if (was && was->used_ms > keys[i].used_ms)
+			keys[i].used_ms = was->used_ms;
+	}
+	/* A database that cannot be reached (PostgreSQL away) keeps the last
+	 * table: nothing can be revoked through it from here, and what another
+	 * host revokes meanwhile applies here once it is back (the listener
+	 * rebuilds then). Any other failure: no key authenticates (503) rather
+	 * than a revoked one still working. Either way the table stays stale
+	 * (keys_dirty), so the next store_unlock tries again. */
+	bool keep = rc < 0 && s->keys && e && e->code == ERR_UNAVAILABLE;
+	struct store_keyent *old = NULL;
+	if (!keep) {
+		old = s->keys;
+		s->keys = rc == 0 ? keys : NULL;
+		s->nkeys = rc == 0 ? n : 0;
+		s->keys_failed = rc < 0;
+	}
 	pthread_mutex_unlock(&s->keys_lock);
 	free(old);
 	if (rc < 0)
