@@ -331,6 +331,26 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 			*e = de;
 		return -1;
 	}
+	/* In a cluster the computer may have been placed again elsewhere
+	 * while this host booted it (its boot call timed out): then this copy
+	 * goes, and the other host's is the computer. */
+	struct store_computer now_sc = {0};
+	if (c->cluster && store_computer_get(c->store, sc->id, NULL, &now_sc, NULL) == 0 &&
+	    strcmp(now_sc.host, core_host_id(c)) != 0) {
+		store_computer_clear(&now_sc);
+		struct err ignore;
+		ops->destroy(&dc, &ignore);
+		pthread_mutex_lock(&c->lock);
+		struct core_rt *gone = core_rt_find(c, sc->id);
+		if (gone) {
+			gone->state = COMPUTER_LOST;
+			gone->address[0] = gone->vnc[0] = 0;
+		}
+		pthread_mutex_unlock(&c->lock);
+		return err_set(e, ERR_CONFLICT, "computer %s was placed on another host meanwhile",
+			       sc->id);
+	}
+	store_computer_clear(&now_sc);
 	int64_t now = clock_wall_ms();
 	sc->last_activity_ms = now;
 	pthread_mutex_lock(&c->lock);
