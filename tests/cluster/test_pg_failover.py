@@ -78,6 +78,8 @@ class Failover(unittest.TestCase):
                                                                                 took),
                   file=sys.stderr)
             self.assertNotEqual(L.pg.primary()["name"], old["name"])
+            # The bound: Patroni's TTL (6 s), a loop, HAProxy's checks.
+            self.assertLessEqual(took, 12.0)
         finally:
             stop.set()
             for t in threads:
