@@ -24,6 +24,10 @@ def setUpModule():
     global L
     if os.geteuid() != 0:
         raise unittest.SkipTest("needs root (network namespaces, containers)")
+    for exe in ("etcd", "patroni", "haproxy", "/usr/lib/postgresql/15/bin/postgres"):
+        if not any(os.access(os.path.join(d, exe), os.X_OK)
+                   for d in ["/"] + os.environ.get("PATH", "").split(":")):
+            raise unittest.SkipTest("%s is not installed (.ci/debian-packages)" % exe)
     L = lab.Lab(hosts=2, ttl=3, patroni=True, node_args=["--idle-timeout", "3600"])
     L.__enter__()
 
