@@ -6,6 +6,7 @@ and spec/api.json (the rest of the REST API). See spec/README.md.
   gen.py mcp OUT.inc           the MCP tools of the actions (schemas and checks)
   gen.py cli OUT.inc           the CLI's action commands
   gen.py routes OUT.inc        cubicled's route table and the served /openapi.json
+  gen.py names OUT.inc         the action names cubicled's core counts on /metrics
   gen.py write                 the committed outputs: the Python SDK's table, docs/openapi.json
   gen.py check                 fails (naming them) when the committed outputs are stale
 
@@ -218,6 +219,21 @@ def gen_cli(acts):
     return "\n".join(out) + "\n"
 
 
+# ---- cubicled's action names (/metrics) ----------------------------------------------
+
+
+def gen_names(acts):
+    names = sorted(a.name for a in acts)
+    out = ["/* %s */" % GENERATED,
+           "/* The actions /metrics counts one by one (sorted: bsearch); any other name",
+           " * a tenant sends counts as \"other\" (host/core/metrics.c). */",
+           "#define CORE_ACTIONS %d" % len(names),
+           "static const char *const core_action_names[CORE_ACTIONS] = {"]
+    out += ["    %s," % c_str(n) for n in names]
+    out.append("};")
+    return "\n".join(out) + "\n"
+
+
 # ---- the Python SDK -----------------------------------------------------------------
 
 
@@ -286,6 +302,8 @@ def main(argv):
             write_if_changed(argv[2], gen_mcp(actions()))
         elif cmd == "cli" and len(argv) == 3:
             write_if_changed(argv[2], gen_cli(actions()))
+        elif cmd == "names" and len(argv) == 3:
+            write_if_changed(argv[2], gen_names(actions()))
         elif cmd == "routes" and len(argv) == 3:
             sys.path.insert(0, SPEC)
             import openapi
