@@ -111,7 +111,8 @@ static void log_emit(const char *line, size_t n)
 	struct tm tm;
 	gmtime_r(&ts.tv_sec, &tm);
 	size_t k = (size_t)snprintf(
-	    out, sizeof out, "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"prog\":\"%s\",\"msg\":\"",
+	    out, sizeof out,
+	    "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"prog\":\"%s\",\"msg\":\"",
 	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
 	    ts.tv_nsec / 1000000, log_prog);
 	log_json_escape(out, sizeof out - 4, &k, msg);
@@ -180,8 +181,8 @@ static void log_rid_init(void)
 	if (getrandom(&log_rid_seed, sizeof log_rid_seed, GRND_NONBLOCK) != sizeof log_rid_seed) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		log_rid_seed = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^
-			       (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 32);
+		log_rid_seed = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec ^
+			       ((uint64_t)getpid() << 32);
 	}
 }
 
@@ -189,9 +190,9 @@ void log_request_id_new(char *out, size_t len)
 {
 	pthread_once(&log_rid_once, log_rid_init);
 	/* splitmix64 of seed + counter: distinct for distinct counters. */
-	uint64_t z = log_rid_seed +
-		     atomic_fetch_add_explicit(&log_rid_next, 1, memory_order_relaxed) *
-			 0x9e3779b97f4a7c15ull;
+	uint64_t z =
+	    log_rid_seed + atomic_fetch_add_explicit(&log_rid_next, 1, memory_order_relaxed) *
+			       0x9e3779b97f4a7c15ull;
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	z ^= z >> 31;

@@ -39,8 +39,7 @@ void metrics_head(FILE *f, const char *name, const char *type, const char *help)
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-void metrics_write_hist(FILE *f, const char *name, const char *labels,
-			const struct metrics_hist *h)
+void metrics_write_hist(FILE *f, const char *name, const char *labels, const struct metrics_hist *h)
 {
 	const struct metrics_buckets *b = h->b ? h->b : &metrics_latency;
 	const char *sep = labels[0] ? "," : "";
@@ -51,8 +50,7 @@ void metrics_write_hist(FILE *f, const char *name, const char *labels,
 			(unsigned long long)cum);
 	}
 	cum += atomic_load_explicit(&h->n[b->n], memory_order_relaxed);
-	fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
-		(unsigned long long)cum);
+	fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)cum);
 	uint64_t sum = atomic_load_explicit(&h->sum_us, memory_order_relaxed);
 	if (labels[0]) {
 		fprintf(f, "%s_sum{%s} %.6f\n", name, labels, (double)sum / 1e6);

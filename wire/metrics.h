@@ -32,7 +32,7 @@ extern const struct metrics_buckets metrics_latency;
 extern const struct metrics_buckets metrics_lifecycle;
 
 struct metrics_hist {
-	const struct metrics_buckets *b;	       /* set before the first observation */
+	const struct metrics_buckets *b;	     /* set before the first observation */
 	_Atomic uint64_t n[METRICS_MAX_BUCKETS + 1]; /* per bucket (not cumulative); last: +Inf */
 	_Atomic uint64_t sum_us;
 };

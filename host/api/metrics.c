@@ -28,11 +28,11 @@
 
 #define API_METHODS 7 /* enum httpd_method */
 
-static const char *const api_method_names[API_METHODS] = {"GET",   "POST",	 "PUT",	  "DELETE",
+static const char *const api_method_names[API_METHODS] = {"GET",   "POST",    "PUT",  "DELETE",
 							  "PATCH", "OPTIONS", "OTHER"};
 
 struct api_stats {
-	int routes; /* routes_count(); index `routes` is "other" (no route) */
+	int routes;		   /* routes_count(); index `routes` is "other" (no route) */
 	struct metrics_hist *http; /* [(routes + 1) * API_METHODS] */
 	_Atomic uint64_t *errors;  /* [(routes + 1) * ERR_CODE_NAMES] */
 	_Atomic uint64_t stream_bytes[2], link_bytes[2]; /* [0] in, [1] out (httpd.h) */
@@ -156,8 +156,8 @@ static void api_metrics_http(struct api *a, FILE *f)
 				continue;
 			char route[200];
 			metrics_label(route, sizeof route, routes_pattern(r));
-			fprintf(f, "cubicle_http_errors_total{route=\"%s\",code=\"%s\"} %llu\n", route,
-				err_code_at(k), (unsigned long long)n);
+			fprintf(f, "cubicle_http_errors_total{route=\"%s\",code=\"%s\"} %llu\n",
+				route, err_code_at(k), (unsigned long long)n);
 		}
 	metrics_head(f, "cubicle_stream_bytes_total", "counter",
 		     "Bytes through the WebSocket tunnels: live streams (stream) and machines' "

@@ -225,9 +225,11 @@ char *core_metrics(struct core *c)
 		for (int k = 0; k < ERR_CODE_NAMES; k++) {
 			uint64_t n = metrics_get(&st->action_errors[i][k]);
 			if (n)
-				fprintf(f, "cubicle_action_errors_total{action=\"%s\",code=\"%s\"} %llu\n",
-					i < CORE_ACTIONS ? core_action_names[i] : "other",
-					err_code_at(k), (unsigned long long)n);
+				fprintf(
+				    f,
+				    "cubicle_action_errors_total{action=\"%s\",code=\"%s\"} %llu\n",
+				    i < CORE_ACTIONS ? core_action_names[i] : "other",
+				    err_code_at(k), (unsigned long long)n);
 		}
 
 	/* Lifecycle, per driver. */
@@ -247,7 +249,8 @@ char *core_metrics(struct core *c)
 		     "driver.");
 	for (int o = 0; o < CORE_LIFE_N; o++)
 		for (int d = 0; d < CORE_DRIVERS_MAX && driver_at((size_t)d); d++)
-			fprintf(f, "cubicle_lifecycle_failures_total{op=\"%s\",driver=\"%s\"} %llu\n",
+			fprintf(f,
+				"cubicle_lifecycle_failures_total{op=\"%s\",driver=\"%s\"} %llu\n",
 				core_life_names[o], driver_at((size_t)d)->name,
 				(unsigned long long)metrics_get(&st->life_failed[o][d]));
 
@@ -264,7 +267,8 @@ char *core_metrics(struct core *c)
 		     "Creates the warm pool could serve: served from it (hit) or booted (miss).");
 	for (int s = 0; s < 3; s++)
 		for (int h = 0; h < 2; h++)
-			fprintf(f, "cubicle_warm_pool_claims_total{size=\"%s\",result=\"%s\"} %llu\n",
+			fprintf(f,
+				"cubicle_warm_pool_claims_total{size=\"%s\",result=\"%s\"} %llu\n",
 				core_pool_sizes[s], h == 0 ? "hit" : "miss",
 				(unsigned long long)metrics_get(&st->pool[s][h]));
 
