@@ -155,6 +155,20 @@ class Metrics(unittest.TestCase):
             self.assertEqual(counts, sorted(counts), name)
             self.assertEqual(buckets[-1], (float("inf"), v), (name, labels))
 
+    def test_the_dashboard_queries_metrics_that_exist(self):
+        # docs/grafana-dashboard.json: every metric its queries name is served.
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                               "grafana-dashboard.json")) as f:
+            dash = json.load(f)
+        exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+        self.assertGreater(len(exprs), 20)
+        served = {n for (n, _) in parse(self.scrape())}
+        used = set()
+        for e in exprs:
+            used |= set(re.findall(r"\b((?:cubicle|process)_[a-z_]+)", e))
+        self.assertGreater(len(used), 15)
+        self.assertEqual(used - served, set())
+
     def test_request_ids_reach_envd_and_the_json_log(self):
         srv, cid, key = self.srv, self.c["id"], self.key
         rid = "t-metrics-%d" % int(time.time() * 1000)
