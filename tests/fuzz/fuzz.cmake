@@ -99,10 +99,12 @@ foreach(h api mcp computeruse)
 		LIBS jansson libcrypto sqlite3 libwebsockets DEPENDS cubicled)
 endforeach()
 
-# Template recipes (issue: templates) and connect credentials (issue: BYO
-# machines) are being written: their harnesses go here, as
-# cubicle_fuzzer(recipe ...) and cubicle_fuzzer(connect ...), with seeds in
-# corpus/recipe and corpus/connect (tests/fuzz/README.md, "Slots").
+# The link of a machine you bring (wire/mux.c), from either side.
+cubicle_fuzzer(mux SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/mux.c LIBS jansson libcrypto)
+
+# Template recipes (issue: templates) are being written: their harness goes
+# here, as cubicle_fuzzer(recipe ...), with seeds in corpus/recipe
+# (tests/fuzz/README.md, "Slots").
 
 # `make fuzz` (tests/fuzz/run) reads the list of harnesses from here.
 file(WRITE ${CMAKE_BINARY_DIR}/tests/fuzz-harnesses.txt "")
