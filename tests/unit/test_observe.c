@@ -28,11 +28,11 @@ static void test_hist_buckets_and_count(void **state)
 {
 	(void)state;
 	static struct metrics_hist h = {.b = &metrics_latency};
-	metrics_observe(&h, 400);	 /* 0.4 ms: the first bucket */
-	metrics_observe(&h, 500);	 /* exactly 0.5 ms: still the first (le is inclusive) */
-	metrics_observe(&h, 3000);	 /* 3 ms: le 0.005 */
+	metrics_observe(&h, 400);      /* 0.4 ms: the first bucket */
+	metrics_observe(&h, 500);      /* exactly 0.5 ms: still the first (le is inclusive) */
+	metrics_observe(&h, 3000);     /* 3 ms: le 0.005 */
 	metrics_observe(&h, 90000000); /* 90 s: +Inf only */
-	metrics_observe(&h, -7);	 /* a clock step back counts as 0 */
+	metrics_observe(&h, -7);       /* a clock step back counts as 0 */
 	assert_int_equal(metrics_count(&h), 5);
 	char *t = hist_text(&h, "route=\"/x\"");
 	assert_non_null(strstr(t, "t_seconds_bucket{route=\"/x\",le=\"0.0005\"} 3\n"));
