@@ -201,7 +201,7 @@ common_user_tools() {
 
 	# The operator's certificates, alone, for Node (empty until envd's
 	# setup writes them; Node takes an empty file without a warning).
-	put "$root" /etc/ssl/certs/cubicle-operator.pem </dev/null
+	put "$root" /etc/ssl/cubicle-operator.pem </dev/null
 	put "$root" /etc/cubicle/user.env <<-EOF
 		PATH=$home/.venv/bin:$home/.npm-global/bin:$home/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 		VIRTUAL_ENV=$home/.venv
@@ -209,7 +209,7 @@ common_user_tools() {
 		SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 		REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 		PIP_CERT=/etc/ssl/certs/ca-certificates.crt
-		NODE_EXTRA_CA_CERTS=/etc/ssl/certs/cubicle-operator.pem
+		NODE_EXTRA_CA_CERTS=/etc/ssl/cubicle-operator.pem
 	EOF
 }
 

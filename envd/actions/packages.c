@@ -109,8 +109,8 @@ static json_t *pkg_result_json(const struct pkg_list *l, const struct pkg_run *r
 		json_array_append_new(names, json_string(l->names[i]));
 	json_t *out = pkg_text_json(r->output ? r->output : "", r->output_len);
 	json_t *j = json_pack("{s:o, s:o, s:I, s:o}", "packages", names, "exit_code",
-			      r->timed_out ? json_null() : json_integer(r->exit_code), "duration_ms",
-			      (json_int_t)r->duration_ms, "output", out);
+			      r->timed_out ? json_null() : json_integer(r->exit_code),
+			      "duration_ms", (json_int_t)r->duration_ms, "output", out);
 	if (r->output_cut)
 		json_object_set_new(j, "output_truncated", json_true());
 	return j;
@@ -169,13 +169,14 @@ int act_install_packages(struct envd *env, const json_t *params, struct action_r
 			break;
 		json_object_set_new(answer, l->tool, pkg_result_json(l, &r));
 		if (r.timed_out) {
-			rc = err_set(e, ERR_TIMEOUT, "%s ran past timeout_s (%lld s) and was stopped",
-				     l->tool, timeout_s);
+			rc = err_set(e, ERR_TIMEOUT,
+				     "%s ran past timeout_s (%lld s) and was stopped", l->tool,
+				     timeout_s);
 		} else if (r.exit_code != 0 && r.missing[0]) {
 			rc = err_set_param(e, ERR_NOT_FOUND, l->tool,
 					   "%s: no package '%s' in the computer's %s", l->tool,
 					   r.missing,
-					   t == 0	? "Debian sources"
+					   t == 0   ? "Debian sources"
 					   : t == 1 ? "package index (cubicled --pip-index-url)"
 						    : "npm registry (cubicled --npm-registry)");
 		} else if (r.exit_code != 0) {

@@ -13,9 +13,9 @@ static const struct {
 	bool installs;
 	bool takes_names;
 } pkg_commands[] = {
-    {"update", false, false},	{"install", true, true},     {"reinstall", true, true},
-    {"remove", false, true},	{"purge", false, true},	     {"autoremove", false, true},
-    {"upgrade", true, false},	{"full-upgrade", true, false}, {"dist-upgrade", true, false},
+    {"update", false, false}, {"install", true, true},	     {"reinstall", true, true},
+    {"remove", false, true},  {"purge", false, true},	     {"autoremove", false, true},
+    {"upgrade", true, false}, {"full-upgrade", true, false}, {"dist-upgrade", true, false},
 };
 
 /* Long options allowed as they are (no value). */
@@ -166,7 +166,8 @@ enum pkg_route pkg_apt_route(int argc, const char *const *args)
 /* Why an option is refused, for the message. */
 static const char *pkg_refusal(const char *opt)
 {
-	if (strcmp(opt, "-o") == 0 || strncmp(opt, "--option", 8) == 0 || strncmp(opt, "-o", 2) == 0)
+	if (strcmp(opt, "-o") == 0 || strncmp(opt, "--option", 8) == 0 ||
+	    strncmp(opt, "-o", 2) == 0)
 		return "apt's configuration options reach dpkg and its hooks as root";
 	if (strcmp(opt, "-c") == 0 || strncmp(opt, "--config-file", 13) == 0 ||
 	    strncmp(opt, "-c", 2) == 0)
@@ -208,7 +209,8 @@ int pkg_apt_parse(int argc, const char *const *args, struct pkg_apt_plan *plan, 
 				bool tr_eq = eq && ((size_t)(eq - a) == 16 &&
 						    strncmp(a, "--target-release", 16) == 0);
 				if (tr || tr_eq) {
-					const char *rel = tr ? (i + 1 < argc ? args[++i] : NULL) : eq + 1;
+					const char *rel =
+					    tr ? (i + 1 < argc ? args[++i] : NULL) : eq + 1;
 					if (!rel || !pkg_release_ok(rel))
 						return err_param(e, "args",
 								 "%s needs a release name like "
@@ -220,22 +222,26 @@ int pkg_apt_parse(int argc, const char *const *args, struct pkg_apt_plan *plan, 
 					plan->opts[plan->nopts++] = rel;
 					continue;
 				}
-				return err_param(e, "args",
-						 "the option %.80s is not allowed through the package "
-						 "helper: %s",
-						 a, pkg_refusal(a));
+				return err_param(
+				    e, "args",
+				    "the option %.80s is not allowed through the package "
+				    "helper: %s",
+				    a, pkg_refusal(a));
 			}
 			/* A short cluster: -y, -q, -qq, -yq, -f, -m, -V, or -t REL / -tREL. */
 			for (const char *c = a + 1; *c; c++) {
 				if (strchr("yqfmV", *c)) {
-					static const char *const one[] = {"-y", "-q", "-f", "-m", "-V"};
-					plan->opts[plan->nopts++] = one[strchr("yqfmV", *c) - "yqfmV"];
+					static const char *const one[] = {"-y", "-q", "-f", "-m",
+									  "-V"};
+					plan->opts[plan->nopts++] =
+					    one[strchr("yqfmV", *c) - "yqfmV"];
 					if (plan->nopts >= PKG_ARGS_MAX - 2)
 						return err_param(e, "args", "too many words");
 					continue;
 				}
 				if (*c == 't') {
-					const char *rel = c[1] ? c + 1 : (i + 1 < argc ? args[++i] : NULL);
+					const char *rel =
+					    c[1] ? c + 1 : (i + 1 < argc ? args[++i] : NULL);
 					if (!rel || !pkg_release_ok(rel))
 						return err_param(e, "args",
 								 "-t needs a release name like "
@@ -247,10 +253,11 @@ int pkg_apt_parse(int argc, const char *const *args, struct pkg_apt_plan *plan, 
 				char opt[3] = {'-', *c, 0}, in[64] = "";
 				if (strcmp(opt, a) != 0)
 					snprintf(in, sizeof in, " (in %.40s)", a);
-				return err_param(e, "args",
-						 "the option %s%s is not allowed through the package "
-						 "helper: %s",
-						 opt, in, pkg_refusal(opt));
+				return err_param(
+				    e, "args",
+				    "the option %s%s is not allowed through the package "
+				    "helper: %s",
+				    opt, in, pkg_refusal(opt));
 			}
 			continue;
 		}
@@ -258,7 +265,8 @@ int pkg_apt_parse(int argc, const char *const *args, struct pkg_apt_plan *plan, 
 			if (after_dashes || (cmd = pkg_command(a)) < 0)
 				return err_param(
 				    e, "args",
-				    "'%.80s' is not a command of the package helper (update, install, "
+				    "'%.80s' is not a command of the package helper (update, "
+				    "install, "
 				    "reinstall, remove, purge, autoremove, upgrade, full-upgrade)",
 				    a);
 			continue;
@@ -267,12 +275,13 @@ int pkg_apt_parse(int argc, const char *const *args, struct pkg_apt_plan *plan, 
 			return err_param(e, "args", "%s takes no package names ('%.80s')",
 					 pkg_commands[cmd].name, a);
 		if (!pkg_debian_name_ok(a))
-			return err_param(e, "args",
-					 "'%.80s' is not a Debian package name (lower-case letters, "
-					 "digits, + - . ; optionally :ARCH, =VERSION or /RELEASE): the "
-					 "helper installs from the computer's Debian sources only, never "
-					 "a file or a URL",
-					 a);
+			return err_param(
+			    e, "args",
+			    "'%.80s' is not a Debian package name (lower-case letters, "
+			    "digits, + - . ; optionally :ARCH, =VERSION or /RELEASE): the "
+			    "helper installs from the computer's Debian sources only, never "
+			    "a file or a URL",
+			    a);
 		plan->names[plan->nnames++] = a;
 	}
 	if (cmd < 0)
@@ -395,8 +404,8 @@ bool pkg_npm_spec_ok(const char *s)
 		i++;
 	}
 	size_t b = i;
-	while (s[i] && ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-			strchr(ok, s[i])))
+	while (s[i] &&
+	       ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || strchr(ok, s[i])))
 		i++;
 	if (i == b || s[b] == '.' || s[b] == '_' || s[b] == '-' || s[b] == '~')
 		return false;

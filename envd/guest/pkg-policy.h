@@ -53,11 +53,11 @@ enum pkg_route pkg_apt_route(int argc, const char *const *args);
 
 /* What the helper runs. */
 struct pkg_apt_plan {
-	const char *command;	/* "install", "update", ... (static) */
-	bool needs_lists;	/* install-like: update first when there are no lists */
-	int nopts;		/* the user's allowed options, normalised */
+	const char *command; /* "install", "update", ... (static) */
+	bool needs_lists;    /* install-like: update first when there are no lists */
+	int nopts;	     /* the user's allowed options, normalised */
 	const char *opts[PKG_ARGS_MAX];
-	int nnames;		/* package words, validated */
+	int nnames; /* package words, validated */
 	const char *names[PKG_ARGS_MAX];
 };
 

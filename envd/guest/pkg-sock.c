@@ -113,8 +113,8 @@ static void pkg_sock_serve(int fd)
 	struct err e = {0};
 	if (pkg_apt_parse(nw - 1, words + 1, &plan, &e) < 0) {
 		pkg_sock_answer(fd, "error %s", e.message);
-		fprintf(stderr, "envd: packages: refused %s for uid %u, pid %d: %s\n", words[0],
-			(unsigned)cred.uid, (int)cred.pid, e.message);
+		pkg_log_line("envd: packages: refused %s for uid %u, pid %d: %s\n", words[0],
+			     (unsigned)cred.uid, (int)cred.pid, e.message);
 		goto out;
 	}
 	struct pkg_who who = {words[0], cred.uid, cred.pid};
@@ -182,7 +182,8 @@ int pkg_sock_start(const char *path, struct err *e)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof sa.sun_path || path[0] != '/')
-		return err_set(e, ERR_INVALID, "--package-helper %s: an absolute socket path", path);
+		return err_set(e, ERR_INVALID, "--package-helper %s: an absolute socket path",
+			       path);
 	strcpy(sa.sun_path, path);
 	char dir[sizeof sa.sun_path];
 	snprintf(dir, sizeof dir, "%s", path);

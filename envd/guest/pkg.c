@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,7 +221,7 @@ static int pkg_exec(const char *const *argv, int out_fd, int err_fd, int64_t dea
 	 * started by mistake) goes with it. */
 	kill(-pid, SIGKILL);
 	r->timed_out = killed;
-	r->exit_code = killed		  ? -1
+	r->exit_code = killed		     ? -1
 		       : WIFEXITED(status)   ? WEXITSTATUS(status)
 		       : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
 					     : -1;
@@ -229,6 +230,42 @@ static int pkg_exec(const char *const *argv, int out_fd, int err_fd, int64_t dea
 }
 
 /* ---- the log ------------------------------------------------------------------------- */
+
+/* envd's stderr is the computer's console log, a file on the host: the
+ * user must not be able to grow it at will (a loop of refused commands
+ * costs nothing). At most PKG_LOG_LINES lines a minute; what is dropped is
+ * counted in the next line that passes. */
+#define PKG_LOG_LINES 30
+
+static pthread_mutex_t pkg_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void pkg_log_line(const char *fmt, ...)
+{
+	static int64_t window_start;
+	static int lines, dropped;
+	int64_t now = clock_now_ms();
+	pthread_mutex_lock(&pkg_log_lock);
+	if (now - window_start >= 60000) {
+		window_start = now;
+		lines = 0;
+	}
+	if (lines >= PKG_LOG_LINES) {
+		dropped++;
+		pthread_mutex_unlock(&pkg_log_lock);
+		return;
+	}
+	lines++;
+	if (dropped) {
+		fprintf(stderr, "envd: packages: %d lines not logged (at most %d a minute)\n",
+			dropped, PKG_LOG_LINES);
+		dropped = 0;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&pkg_log_lock);
+}
 
 static void pkg_log(const struct pkg_who *who, const char *tool, const char *const *args,
 		    const struct pkg_run *r)
@@ -243,15 +280,15 @@ static void pkg_log(const struct pkg_who *who, const char *tool, const char *con
 		if (n > 0 && (size_t)n < sizeof line - off)
 			off += (size_t)n;
 	}
-	fprintf(stderr, "envd: packages: %s (uid %u, pid %d, via %s): %s: %s %d in %.1f s\n", tool,
-		(unsigned)who->uid, (int)who->pid, who->via, line,
-		r->timed_out ? "ran out of time, exit" : "exit", r->exit_code,
-		r->duration_ms / 1000.0);
-	json_t *j = json_pack("{s:I, s:s, s:i, s:i, s:s, s:o, s:i, s:I, s:b}", "time",
-			      (json_int_t)clock_wall_ms(), "via", who->via, "uid", (int)who->uid,
-			      "pid", (int)who->pid, "tool", tool, "args", a, "exit_code",
-			      r->exit_code, "duration_ms", (json_int_t)r->duration_ms, "timed_out",
-			      r->timed_out);
+	pkg_log_line("envd: packages: %s (uid %u, pid %d, via %s): %s: %s %d in %.1f s\n", tool,
+		     (unsigned)who->uid, (int)who->pid, who->via, line,
+		     r->timed_out ? "ran out of time, exit" : "exit", r->exit_code,
+		     r->duration_ms / 1000.0);
+	json_t *j =
+	    json_pack("{s:I, s:s, s:i, s:i, s:s, s:o, s:i, s:I, s:b}", "time",
+		      (json_int_t)clock_wall_ms(), "via", who->via, "uid", (int)who->uid, "pid",
+		      (int)who->pid, "tool", tool, "args", a, "exit_code", r->exit_code,
+		      "duration_ms", (json_int_t)r->duration_ms, "timed_out", r->timed_out);
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!s)
@@ -328,8 +365,8 @@ static bool pkg_apt_missing(const struct pkg_run *r, char *missing, size_t len)
 }
 
 static const char *const pkg_update_argv[] = {"/usr/bin/apt-get", "-q", "update", NULL};
-static const char *const pkg_dpkg_resume_argv[] = {"/usr/bin/dpkg", "--force-confdef",
-						   "--force-confold", "--configure", "-a", NULL};
+static const char *const pkg_dpkg_resume_argv[] = {
+    "/usr/bin/dpkg", "--force-confdef", "--force-confold", "--configure", "-a", NULL};
 
 int pkg_apt(const struct pkg_apt_plan *plan, int out_fd, int err_fd, const struct pkg_who *who,
 	    int64_t deadline_ms, struct pkg_run *r, struct err *e)
@@ -349,8 +386,9 @@ int pkg_apt(const struct pkg_apt_plan *plan, int out_fd, int err_fd, const struc
 	int rc = 0;
 	bool updated = false;
 	if (pkg_dpkg_interrupted()) {
-		pkg_say(r, err_fd, "cubicle: an earlier package operation was interrupted: "
-				   "dpkg --configure -a first\n");
+		pkg_say(r, err_fd,
+			"cubicle: an earlier package operation was interrupted: "
+			"dpkg --configure -a first\n");
 		rc = pkg_exec(pkg_dpkg_resume_argv, out_fd, err_fd, deadline_ms, r, e);
 	}
 	if (rc == 0 && plan->needs_lists && !pkg_have_lists()) {
@@ -364,8 +402,9 @@ int pkg_apt(const struct pkg_apt_plan *plan, int out_fd, int err_fd, const struc
 	char missing[sizeof r->missing];
 	if (rc == 0 && !r->timed_out && r->exit_code != 0 && plan->needs_lists && !updated &&
 	    pkg_apt_missing(r, missing, sizeof missing)) {
-		pkg_say(r, err_fd, "cubicle: apt could not find or fetch a package: apt-get update, "
-				   "then once more\n");
+		pkg_say(r, err_fd,
+			"cubicle: apt could not find or fetch a package: apt-get update, "
+			"then once more\n");
 		rc = pkg_exec(pkg_update_argv, out_fd, err_fd, deadline_ms, r, e);
 		if (rc == 0 && !r->timed_out)
 			rc = pkg_exec(argv, out_fd, err_fd, deadline_ms, r, e);
@@ -383,15 +422,14 @@ int pkg_apt(const struct pkg_apt_plan *plan, int out_fd, int err_fd, const struc
 /* ---- pip and npm ------------------------------------------------------------------------- */
 
 int pkg_user_tool(const char *tool, const char *const *specs, size_t n, const struct run_as *as,
-		  const struct pkg_who *who, int64_t deadline_ms, struct pkg_run *r,
-		  struct err *e)
+		  const struct pkg_who *who, int64_t deadline_ms, struct pkg_run *r, struct err *e)
 {
 	memset(r, 0, sizeof *r);
 	bool pip = strcmp(tool, "pip") == 0;
-	static const char *const pip_head[] = {"python3", "-m", "pip", "install", "--no-input",
-					       "--"};
-	static const char *const npm_head[] = {"npm", "install", "-g", "--no-audit", "--no-fund",
-					       "--"};
+	static const char *const pip_head[] = {"python3", "-m",		"pip",
+					       "install", "--no-input", "--"};
+	static const char *const npm_head[] = {"npm",	     "install",	  "-g",
+					       "--no-audit", "--no-fund", "--"};
 	const char *const *head = pip ? pip_head : npm_head;
 	size_t nhead = 6;
 	const char **argv = calloc(nhead + n + 1, sizeof *argv);

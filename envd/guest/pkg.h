@@ -20,7 +20,8 @@
  * cannot find or fetch a package its lists name (a mirror that moved on).
  *
  * Every operation is logged: a line on envd's stderr (the computer's
- * console.log on the host, both drivers) and a JSON line in
+ * console.log on the host, both drivers; at most 30 lines a minute, so a
+ * user cannot fill the host's disk through it) and a JSON line in
  * /var/log/cubicle/packages.log in the guest (root's, readable by the user:
  * {"time","via","uid","pid","tool","args","exit_code","duration_ms"}).
  */
@@ -47,17 +48,21 @@ struct pkg_who {
 
 /* How a run ended, and what it printed. */
 struct pkg_run {
-	int exit_code;	 /* exit status, 128 + signal, -1 when it ran out of time */
-	bool timed_out;	 /* killed at the deadline */
+	int exit_code;	/* exit status, 128 + signal, -1 when it ran out of time */
+	bool timed_out; /* killed at the deadline */
 	long duration_ms;
-	char *output;	 /* the last PKG_OUTPUT_TAIL bytes of stdout and stderr,
-			    interleaved as they came, NUL-terminated (malloc'd) */
+	char *output; /* the last PKG_OUTPUT_TAIL bytes of stdout and stderr,
+			 interleaved as they came, NUL-terminated (malloc'd) */
 	size_t output_len;
-	bool output_cut; /* earlier output was dropped */
+	bool output_cut;		/* earlier output was dropped */
 	char missing[PKG_WORD_MAX + 1]; /* a package the tool could not find, or "" */
 };
 
 #define PKG_OUTPUT_TAIL (64 * 1024)
+
+/* A line on envd's stderr (the console log, a file on the host), at most
+ * 30 a minute whatever the user does; dropped ones are counted. */
+void pkg_log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void pkg_run_free(struct pkg_run *r);
 
@@ -83,7 +88,6 @@ int pkg_apt(const struct pkg_apt_plan *plan, int out_fd, int err_fd, const struc
  * with e when it could not start.
  */
 int pkg_user_tool(const char *tool, const char *const *specs, size_t n, const struct run_as *as,
-		  const struct pkg_who *who, int64_t deadline_ms, struct pkg_run *r,
-		  struct err *e);
+		  const struct pkg_who *who, int64_t deadline_ms, struct pkg_run *r, struct err *e);
 
 #endif

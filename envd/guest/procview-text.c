@@ -15,7 +15,8 @@ struct procview_out {
 	bool full;
 };
 
-static void procview_put(struct procview_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void procview_put(struct procview_out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void procview_put(struct procview_out *o, const char *fmt, ...)
 {
@@ -65,18 +66,44 @@ void procview_memstat_parse(int cgroup_version, const char *text, struct procvie
 {
 	/* v1's hierarchical totals (the computer's group and anything below),
 	 * v2's own keys. */
-	static const char *const v1[] = {
-	    "total_cache",	 "total_rss",	      "total_shmem",	    "total_mapped_file",
-	    "total_dirty",	 "total_writeback",   "total_active_anon",  "total_inactive_anon",
-	    "total_active_file", "total_inactive_file", "total_unevictable", NULL,
-	    NULL};
-	static const char *const v2[] = {
-	    "file",	   "anon",	    "shmem",	     "file_mapped",   "file_dirty",
-	    "file_writeback", "active_anon",   "inactive_anon", "active_file",   "inactive_file",
-	    "unevictable",    "slab_reclaimable", "slab_unreclaimable"};
-	uint64_t *fields[] = {&m->file,		 &m->anon,	     &m->shmem,		&m->mapped,
-			      &m->dirty,	 &m->writeback,	     &m->active_anon,	&m->inactive_anon,
-			      &m->active_file,	 &m->inactive_file,  &m->unevictable,	&m->slab_reclaimable,
+	static const char *const v1[] = {"total_cache",
+					 "total_rss",
+					 "total_shmem",
+					 "total_mapped_file",
+					 "total_dirty",
+					 "total_writeback",
+					 "total_active_anon",
+					 "total_inactive_anon",
+					 "total_active_file",
+					 "total_inactive_file",
+					 "total_unevictable",
+					 NULL,
+					 NULL};
+	static const char *const v2[] = {"file",
+					 "anon",
+					 "shmem",
+					 "file_mapped",
+					 "file_dirty",
+					 "file_writeback",
+					 "active_anon",
+					 "inactive_anon",
+					 "active_file",
+					 "inactive_file",
+					 "unevictable",
+					 "slab_reclaimable",
+					 "slab_unreclaimable"};
+	uint64_t *fields[] = {&m->file,
+			      &m->anon,
+			      &m->shmem,
+			      &m->mapped,
+			      &m->dirty,
+			      &m->writeback,
+			      &m->active_anon,
+			      &m->inactive_anon,
+			      &m->active_file,
+			      &m->inactive_file,
+			      &m->unevictable,
+			      &m->slab_reclaimable,
 			      &m->slab_unreclaimable};
 	const char *const *keys = cgroup_version == 2 ? v2 : v1;
 	const size_t nkeys = sizeof fields / sizeof fields[0];
@@ -87,7 +114,8 @@ void procview_memstat_parse(int cgroup_version, const char *text, struct procvie
 		if (sp) {
 			size_t klen = (size_t)(sp - line);
 			for (size_t i = 0; i < nkeys; i++)
-				if (keys[i] && strlen(keys[i]) == klen && memcmp(keys[i], line, klen) == 0)
+				if (keys[i] && strlen(keys[i]) == klen &&
+				    memcmp(keys[i], line, klen) == 0)
 					*fields[i] = strtoull(sp + 1, NULL, 10);
 		}
 		line = end ? end + 1 : NULL;
@@ -136,11 +164,12 @@ int procview_meminfo(const struct procview_mem *m, char *out, size_t cap)
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
 		char key[32];
 		snprintf(key, sizeof key, "%s:", rows[i].key);
-		procview_put(&o, "%-15s %8llu kB\n", key, (unsigned long long)(rows[i].bytes / 1024));
+		procview_put(&o, "%-15s %8llu kB\n", key,
+			     (unsigned long long)(rows[i].bytes / 1024));
 	}
 	procview_put(&o, "HugePages_Total:       0\nHugePages_Free:        0\n"
-		      "HugePages_Rsvd:        0\nHugePages_Surp:        0\n"
-		      "Hugepagesize:       2048 kB\nHugetlb:               0 kB\n");
+			 "HugePages_Rsvd:        0\nHugePages_Surp:        0\n"
+			 "Hugepagesize:       2048 kB\nHugetlb:               0 kB\n");
 	return procview_done(&o);
 }
 

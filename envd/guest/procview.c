@@ -23,9 +23,9 @@
 
 #include "procview-text.h"
 
-#define PROCVIEW_FILES	  4
+#define PROCVIEW_FILES	     4
 #define PROCVIEW_SOURCE_MAX  (4u << 20) /* a host file we read: 4 MiB at most */
-#define PROCVIEW_OPEN_MAX	  1024	     /* snapshots alive at once */
+#define PROCVIEW_OPEN_MAX    1024	/* snapshots alive at once */
 #define PROCVIEW_MEMINFO_CAP 4096
 
 enum procview_kind { PROCVIEW_MEMINFO, PROCVIEW_CPUINFO, PROCVIEW_STAT, PROCVIEW_ONLINE };
@@ -106,7 +106,8 @@ static struct procview_snapshot *procview_snapshot_new(size_t cap)
 }
 
 /* A snapshot of the file's text now; NULL and *err when it cannot be made. */
-static struct procview_snapshot *procview_make(struct procview *s, enum procview_kind kind, int *err)
+static struct procview_snapshot *procview_make(struct procview *s, enum procview_kind kind,
+					       int *err)
 {
 	struct procview_snapshot *sn = NULL;
 	*err = EIO;
@@ -137,7 +138,8 @@ static struct procview_snapshot *procview_make(struct procview *s, enum procview
 		char *host = procview_slurp(s->o.proc_stat, &len);
 		if (host) {
 			sn = procview_snapshot_new(len + 64);
-			int n = sn ? procview_stat(host, s->cpus, s->ncpus, sn->data, len + 64) : -1;
+			int n =
+			    sn ? procview_stat(host, s->cpus, s->ncpus, sn->data, len + 64) : -1;
 			if (sn && n >= 0)
 				sn->len = (size_t)n;
 			else if (sn) {
@@ -225,7 +227,7 @@ static void procview_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 }
 
 static void procview_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+			  struct fuse_file_info *fi)
 {
 	(void)ino;
 	const struct procview_snapshot *sn = (const struct procview_snapshot *)(uintptr_t)fi->fh;
@@ -321,10 +323,14 @@ int procview_parse(const char *spec, struct procview_opts *o, struct err *e)
 		const char *key;
 		int *fd;
 	} fds[] = {
-	    {"meminfo", &o->fuse_meminfo},	 {"cpuinfo", &o->fuse_cpuinfo},
-	    {"stat", &o->fuse_stat},		 {"online", &o->fuse_online},
-	    {"proc-stat", &o->proc_stat},	 {"proc-cpuinfo", &o->proc_cpuinfo},
-	    {"memory-usage", &o->memory_usage}, {"memory-stat", &o->memory_stat},
+	    {"meminfo", &o->fuse_meminfo},
+	    {"cpuinfo", &o->fuse_cpuinfo},
+	    {"stat", &o->fuse_stat},
+	    {"online", &o->fuse_online},
+	    {"proc-stat", &o->proc_stat},
+	    {"proc-cpuinfo", &o->proc_cpuinfo},
+	    {"memory-usage", &o->memory_usage},
+	    {"memory-stat", &o->memory_stat},
 	};
 	const size_t nfds = sizeof fds / sizeof fds[0];
 	unsigned seen = 0;
@@ -344,7 +350,8 @@ int procview_parse(const char *spec, struct procview_opts *o, struct err *e)
 			errno = 0;
 			o->memory_bytes = strtoll(v, &end, 10);
 			if (errno || *end || o->memory_bytes < (1LL << 20)) {
-				err_set(e, ERR_INVALID, "--sizes: memory=%s is not a size in bytes", v);
+				err_set(e, ERR_INVALID, "--sizes: memory=%s is not a size in bytes",
+					v);
 				goto fail;
 			}
 			seen |= 1u << nfds;
@@ -426,17 +433,18 @@ int procview_start(const struct procview_opts *o, struct err *e)
 	s->online_len = (size_t)n;
 
 	const int fds[PROCVIEW_FILES] = {o->fuse_meminfo, o->fuse_cpuinfo, o->fuse_stat,
-				      o->fuse_online};
+					 o->fuse_online};
 	for (int i = 0; i < PROCVIEW_FILES; i++) {
 		procview_files[i] = (struct procview_file){s, (enum procview_kind)i};
 		char *argv[] = {"envd-procview", NULL};
 		struct fuse_args args = FUSE_ARGS_INIT(1, argv);
-		s->se[i] = fuse_session_new(&args, &procview_ops, sizeof procview_ops, &procview_files[i]);
+		s->se[i] =
+		    fuse_session_new(&args, &procview_ops, sizeof procview_ops, &procview_files[i]);
 		char mnt[32];
 		snprintf(mnt, sizeof mnt, "/dev/fd/%d", fds[i]);
 		if (!s->se[i] || fuse_session_mount(s->se[i], mnt) != 0)
-			return err_set(e, ERR_INTERNAL, "procview: cannot serve the FUSE connection %s",
-				       mnt);
+			return err_set(e, ERR_INTERNAL,
+				       "procview: cannot serve the FUSE connection %s", mnt);
 	}
 	pthread_t t;
 	int rc = pthread_create(&t, NULL, procview_main, s);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "params.h"
 #include "trust.h"
 
@@ -34,8 +35,8 @@ static int setup_url(const json_t *body, const char *name, const char **out, str
 	const char *s = json_string_value(v);
 	size_t n = strlen(s);
 	if ((strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0) || n > SETUP_URL_MAX)
-		return err_param(e, name, "%s: an http:// or https:// URL of at most %d bytes", name,
-				 SETUP_URL_MAX);
+		return err_param(e, name, "%s: an http:// or https:// URL of at most %d bytes",
+				 name, SETUP_URL_MAX);
 	for (const char *p = s; *p; p++)
 		if (*p <= ' ' || *p >= 127 || *p == '"' || *p == '\'' || *p == '\\')
 			return err_param(e, name, "%s: a character a URL does not hold", name);
@@ -76,6 +77,7 @@ static int setup_file(const char *path, const char *text, bool *changed, struct 
 
 int setup_apply(const json_t *body, json_t **answer, struct err *e)
 {
+	int64_t t0 = clock_now_ms();
 	static const char *const known[] = {"ca_certs", "pip_index_url", "npm_registry", NULL};
 	if (params_check_known(body, known, e) < 0)
 		return -1;
@@ -116,6 +118,7 @@ int setup_apply(const json_t *body, json_t **answer, struct err *e)
 		snprintf(text + n, sizeof text - (size_t)n, "registry=%s\n", npm);
 	if (setup_file("/etc/npmrc", text, &changed, e) < 0)
 		return -1;
-	*answer = json_pack("{s:b, s:i, s:b}", "ok", 1, "ca_certs", count, "changed", changed);
+	*answer = json_pack("{s:b, s:i, s:b, s:I}", "ok", 1, "ca_certs", count, "changed", changed,
+			    "duration_ms", (json_int_t)(clock_now_ms() - t0));
 	return 0;
 }

@@ -9,7 +9,7 @@
  *
  * Every key is optional; an absent or null one removes what an earlier
  * start set. Idempotent: a restart with the same settings writes nothing.
- * Answers {"ok": true, "ca_certs": N, "changed": bool}.
+ * Answers {"ok": true, "ca_certs": N, "changed": bool, "duration_ms"}.
  */
 #ifndef CUBICLE_GUEST_SETUP_H
 #define CUBICLE_GUEST_SETUP_H

@@ -17,10 +17,10 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#define TRUST_DIR     "/usr/local/share/ca-certificates/cubicle"
-#define TRUST_CERTS   "/etc/ssl/certs"
-#define TRUST_BUNDLE  TRUST_CERTS "/ca-certificates.crt"
-#define TRUST_ALONE   TRUST_CERTS "/cubicle-operator.pem"
+#define TRUST_DIR      "/usr/local/share/ca-certificates/cubicle"
+#define TRUST_CERTS    "/etc/ssl/certs"
+#define TRUST_BUNDLE   TRUST_CERTS "/ca-certificates.crt"
+#define TRUST_ALONE    "/etc/ssl/cubicle-operator.pem"
 #define TRUST_FILE_MAX (8u << 20) /* Debian's bundle is ~220 KB */
 
 static const char *trust_root = "";

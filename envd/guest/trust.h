@@ -6,7 +6,8 @@
  * certificate chain". cubicled reads them once (`--guest-ca-certs DIR`,
  * host/core/guest-setup.h) and sends them at each start (POST /v1/setup);
  * this installs them the way Debian's update-ca-certificates would, without
- * its cost (a shell script: ~0.4 s per start):
+ * its cost (a shell script that rehashes every certificate: 2.7-4.5 s per
+ * run in a sandbox here, at load 16; this: a few milliseconds):
  *
  *   /usr/local/share/ca-certificates/cubicle/cubicle-N.crt  one per
  *       certificate (so a later update-ca-certificates, which apt runs when
@@ -16,8 +17,9 @@
  *       PIP_CERT): Debian's, then a block of them after the line
  *       TRUST_MARKER (replaced, never appended twice)
  *   /etc/ssl/certs/HASH.N  OpenSSL's lookup links by subject hash
- *   /etc/ssl/certs/cubicle-operator.pem  them alone (NODE_EXTRA_CA_CERTS:
- *       Node keeps its own list and adds this file's)
+ *   /etc/ssl/cubicle-operator.pem  them alone (NODE_EXTRA_CA_CERTS:
+ *       Node keeps its own list and adds this file's; outside certs/, where
+ *       openssl rehash would warn about a file of several certificates)
  *
  * The variables are the image's (/etc/cubicle/user.env, rootfs/common.sh).
  * An empty set removes what an earlier start installed. Certificates are

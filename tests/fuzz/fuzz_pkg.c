@@ -20,8 +20,8 @@
 #include "procview-text.h"
 
 static const char *const helper_commands[] = {
-    "update", "install", "reinstall", "remove", "purge", "autoremove", "upgrade",
-    "full-upgrade", "dist-upgrade", NULL};
+    "update",	  "install", "reinstall",    "remove",	     "purge",
+    "autoremove", "upgrade", "full-upgrade", "dist-upgrade", NULL};
 
 static bool in(const char *s, const char *const *list)
 {
@@ -61,8 +61,10 @@ static void fuzz_apt(struct fz *f)
 				CHECK(k < 10); /* only the helper's own four */
 				k++;
 			}
-			CHECK(strncmp(argv[k], "--force", 7) != 0 && strncmp(argv[k], "-c", 2) != 0 &&
-			      strncmp(argv[k], "--config", 8) != 0 && strncmp(argv[k], "--allow-u", 9) != 0);
+			CHECK(strncmp(argv[k], "--force", 7) != 0 &&
+			      strncmp(argv[k], "-c", 2) != 0 &&
+			      strncmp(argv[k], "--config", 8) != 0 &&
+			      strncmp(argv[k], "--allow-u", 9) != 0);
 		}
 		CHECK(dashes > 0 && in(argv[dashes - 1], helper_commands));
 		free((void *)argv);
@@ -76,7 +78,8 @@ static void fuzz_apt(struct fz *f)
 			CHECK(!slash || (w[0] == '@' && !strchr(slash + 1, '/')));
 		}
 		if (pkg_debian_name_ok(words[i]))
-			CHECK(!strpbrk(words[i], " ;|&$`'\"\\*?[]{}()<>\n\t") && words[i][0] != '-');
+			CHECK(!strpbrk(words[i], " ;|&$`'\"\\*?[]{}()<>\n\t") &&
+			      words[i][0] != '-');
 		free(words[i]);
 	}
 }

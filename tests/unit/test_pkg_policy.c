@@ -15,28 +15,34 @@
 
 #include "pkg-policy.h"
 
-#define WORDS(...) ((const char *const[]){__VA_ARGS__})
-#define NWORDS(...) ((int)(sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)))
+#define WORDS(...)	    ((const char *const[]){__VA_ARGS__})
+#define NWORDS(...)	    ((int)(sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)))
 #define PARSE(plan, e, ...) pkg_apt_parse(NWORDS(__VA_ARGS__), WORDS(__VA_ARGS__), plan, e)
-#define ROUTE(...) pkg_apt_route(NWORDS(__VA_ARGS__), WORDS(__VA_ARGS__))
+#define ROUTE(...)	    pkg_apt_route(NWORDS(__VA_ARGS__), WORDS(__VA_ARGS__))
 
 static void test_debian_names(void **state)
 {
 	(void)state;
-	static const char *const good[] = {"jq",	 "g++",		   "python3.11",
-					   "libc6:amd64", "jq=1.6-2.1+deb12u1", "jq/bookworm",
-					   "0ad",	 "libstdc++6:i386=12.2.0-14", "x11-utils",
+	static const char *const good[] = {"jq",
+					   "g++",
+					   "python3.11",
+					   "libc6:amd64",
+					   "jq=1.6-2.1+deb12u1",
+					   "jq/bookworm",
+					   "0ad",
+					   "libstdc++6:i386=12.2.0-14",
+					   "x11-utils",
 					   "jq=1:2.0~rc1"};
 	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
 		assert_true(pkg_debian_name_ok(good[i]));
 	static const char *const bad[] = {
-	    "",		"a",	       "Jq",	      "-o",	       "./evil.deb",
-	    "/tmp/e.deb", "evil.deb",   "evil.udeb",  "jq;id",	       "jq$(id)",
-	    "jq id",	"jq`id`",      "jq|sh",	      "jq&",	       "http://x/y.deb",
-	    "jq=",	"jq:",	       "jq/",	      "jq=1;2",	       "jq/../x",
-	    "jq\n",	"jq\tx",       "jq=1 2",      "-jq",	       "+jq",
-	    ".jq",	"jq:AMD64",    "jq/-t",	      "jq=$HOME",      "~jq",
-	    "jq*",	"jq?",	       "jq[a]",	      "jq{a,b}",       "jq>1",
+	    "",		  "a",	      "Jq",	   "-o",       "./evil.deb",
+	    "/tmp/e.deb", "evil.deb", "evil.udeb", "jq;id",    "jq$(id)",
+	    "jq id",	  "jq`id`",   "jq|sh",	   "jq&",      "http://x/y.deb",
+	    "jq=",	  "jq:",      "jq/",	   "jq=1;2",   "jq/../x",
+	    "jq\n",	  "jq\tx",    "jq=1 2",	   "-jq",      "+jq",
+	    ".jq",	  "jq:AMD64", "jq/-t",	   "jq=$HOME", "~jq",
+	    "jq*",	  "jq?",      "jq[a]",	   "jq{a,b}",  "jq>1",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		if (pkg_debian_name_ok(bad[i]))
@@ -213,9 +219,9 @@ static void test_argv(void **state)
 static void test_pip(void **state)
 {
 	(void)state;
-	static const char *const good[] = {"requests",	     "pandas==2.2.2",	  "httpx[http2]>=0.27,<1",
-					   "A_b.c",	     "numpy~=1.26",	  "pkg!=1.0",
-					   "x===1.0",	     "zope.interface", "scikit-learn>=1.4.0",
+	static const char *const good[] = {"requests", "pandas==2.2.2",	 "httpx[http2]>=0.27,<1",
+					   "A_b.c",    "numpy~=1.26",	 "pkg!=1.0",
+					   "x===1.0",  "zope.interface", "scikit-learn>=1.4.0",
 					   "pkg[a,b]"};
 	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
 		if (!pkg_pip_spec_ok(good[i]))
@@ -249,18 +255,30 @@ static void test_pip(void **state)
 static void test_npm(void **state)
 {
 	(void)state;
-	static const char *const good[] = {"typescript", "@types/node", "left-pad@1.3.0",
-					   "lodash@^4.17.0", "foo@latest", "a@>=1 <2",
-					   "is-odd@~3", "x@1.x"};
+	static const char *const good[] = {"typescript",     "@types/node", "left-pad@1.3.0",
+					   "lodash@^4.17.0", "foo@latest",  "a@>=1 <2",
+					   "is-odd@~3",	     "x@1.x"};
 	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
 		if (!pkg_npm_spec_ok(good[i]))
 			fail_msg("refused '%s'", good[i]);
-	static const char *const bad[] = {"",	    "-g",	 "--registry=http://x",
-					  "git+https://x/y", "file:../x",   "../x",
-					  "/abs/x.tgz",	    "github:user/repo", "npm:alias@1",
-					  "@scope",	    "@scope/",	  "Foo",
-					  ".hidden",	    "_x",	  "a@",
-					  "http://x/y.tgz", "user/repo",	  "a@$(id)",
+	static const char *const bad[] = {"",
+					  "-g",
+					  "--registry=http://x",
+					  "git+https://x/y",
+					  "file:../x",
+					  "../x",
+					  "/abs/x.tgz",
+					  "github:user/repo",
+					  "npm:alias@1",
+					  "@scope",
+					  "@scope/",
+					  "Foo",
+					  ".hidden",
+					  "_x",
+					  "a@",
+					  "http://x/y.tgz",
+					  "user/repo",
+					  "a@$(id)",
 					  "a@1;id"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		if (pkg_npm_spec_ok(bad[i]))

@@ -95,7 +95,8 @@ static void test_meminfo_over_limit(void **state)
 {
 	(void)state;
 	/* Usage past the limit (kernel memory on v1) is not negative free memory. */
-	struct procview_mem m = {.limit = 256ull << 20, .usage = 300ull << 20, .file = 400ull << 20};
+	struct procview_mem m = {
+	    .limit = 256ull << 20, .usage = 300ull << 20, .file = 400ull << 20};
 	char out[4096];
 	assert_true(procview_meminfo(&m, out, sizeof out) > 0);
 	assert_int_equal(meminfo_kb(out, "MemFree"), 0);
@@ -105,19 +106,18 @@ static void test_meminfo_over_limit(void **state)
 	assert_int_equal(procview_meminfo(&m, tiny, sizeof tiny), -1);
 }
 
-static const char host_stat[] =
-    "cpu  1000 10 500 90000 20 0 5 0 0 0\n"
-    "cpu0 100 1 50 40000 10 0 2 0 0 0\n"
-    "cpu1 200 2 100 20000 5 0 1 0 0 0\n"
-    "cpu2 300 3 150 15000 3 0 1 0 0 0\n"
-    "cpu3 400 4 200 15000 2 0 1 0 0 0\n"
-    "intr 12345 0 0\n"
-    "ctxt 999\n"
-    "btime 1700000000\n"
-    "processes 4242\n"
-    "procs_running 2\n"
-    "procs_blocked 0\n"
-    "softirq 1 2 3\n";
+static const char host_stat[] = "cpu  1000 10 500 90000 20 0 5 0 0 0\n"
+				"cpu0 100 1 50 40000 10 0 2 0 0 0\n"
+				"cpu1 200 2 100 20000 5 0 1 0 0 0\n"
+				"cpu2 300 3 150 15000 3 0 1 0 0 0\n"
+				"cpu3 400 4 200 15000 2 0 1 0 0 0\n"
+				"intr 12345 0 0\n"
+				"ctxt 999\n"
+				"btime 1700000000\n"
+				"processes 4242\n"
+				"procs_running 2\n"
+				"procs_blocked 0\n"
+				"softirq 1 2 3\n";
 
 static void test_stat(void **state)
 {
@@ -146,8 +146,7 @@ static void test_cpuinfo(void **state)
 	int cpus[] = {2};
 	char out[1024];
 	assert_true(procview_cpuinfo(host_cpuinfo, cpus, 1, out, sizeof out) > 0);
-	assert_string_equal(out,
-			    "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: C\n\n");
+	assert_string_equal(out, "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: C\n\n");
 	int two[] = {0, 1};
 	assert_true(procview_cpuinfo(host_cpuinfo, two, 2, out, sizeof out) > 0);
 	assert_non_null(strstr(out, "processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: B"));
@@ -167,9 +166,12 @@ static void test_online(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_meminfo_v1),	   cmocka_unit_test(test_meminfo_v2),
-	    cmocka_unit_test(test_meminfo_over_limit), cmocka_unit_test(test_stat),
-	    cmocka_unit_test(test_cpuinfo),	   cmocka_unit_test(test_online),
+	    cmocka_unit_test(test_meminfo_v1),
+	    cmocka_unit_test(test_meminfo_v2),
+	    cmocka_unit_test(test_meminfo_over_limit),
+	    cmocka_unit_test(test_stat),
+	    cmocka_unit_test(test_cpuinfo),
+	    cmocka_unit_test(test_online),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -83,7 +83,8 @@ static X509 *make_cert(const char *cn, EVP_PKEY *key, X509 *issuer, EVP_PKEY *ik
 	X509_add_ext(x, ext, -1);
 	X509_EXTENSION_free(ext);
 	if (ca) {
-		ext = X509V3_EXT_conf_nid(NULL, &ctx, NID_key_usage, "critical,keyCertSign,cRLSign");
+		ext =
+		    X509V3_EXT_conf_nid(NULL, &ctx, NID_key_usage, "critical,keyCertSign,cRLSign");
 		X509_add_ext(x, ext, -1);
 		X509_EXTENSION_free(ext);
 	}
@@ -201,7 +202,7 @@ static void test_install(void **state)
 	assert_int_equal(count_links(), 2);
 	char alone[8192];
 	snprintf(alone, sizeof alone, "%s%s", ca_pem, ca2_pem);
-	assert_string_equal(slurp("/etc/ssl/certs/cubicle-operator.pem"), alone);
+	assert_string_equal(slurp("/etc/ssl/cubicle-operator.pem"), alone);
 
 	/* A restart with the same set writes nothing. */
 	assert_int_equal(trust_install(both, strlen(both), &n, &changed, &e), 0);
@@ -222,7 +223,7 @@ static void test_install(void **state)
 	assert_int_equal(trust_install("", 0, &n, &changed, &e), 0);
 	assert_true(changed);
 	assert_string_equal(slurp("/etc/ssl/certs/ca-certificates.crt"), debian);
-	assert_string_equal(slurp("/etc/ssl/certs/cubicle-operator.pem"), "");
+	assert_string_equal(slurp("/etc/ssl/cubicle-operator.pem"), "");
 	assert_int_equal(count_links(), 0);
 	assert_false(verifies(leaf));
 	assert_int_equal(trust_install("", 0, &n, &changed, &e), 0);
@@ -235,7 +236,8 @@ static void test_refused(void **state)
 	int n;
 	bool changed;
 	struct err e = {0};
-	const char *junk = "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n";
+	const char *junk =
+	    "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n";
 	assert_int_equal(trust_install(junk, strlen(junk), &n, &changed, &e), -1);
 	assert_string_equal(e.param, "ca_certs");
 	assert_int_equal(trust_install("hello", 5, &n, &changed, &e), -1);
