@@ -357,8 +357,9 @@ print(json.dumps({
         with open(log) as f:
             f.seek(before)
             grown = f.read()
-        self.assertLessEqual(grown.count("envd: packages: refused"), 30, grown[-500:])
-        self.assertLess(len(grown), 30 * 400, len(grown))
+        # (at most 30 a minute: the loop's few seconds may straddle two minutes)
+        self.assertLessEqual(grown.count("envd: packages: refused"), 60, grown[-500:])
+        self.assertLess(len(grown), 60 * 400, len(grown))
 
         # Nothing planted ran as root; the user is still the user.
         out = bash(cid, "test -e /pwned && cat /pwned; dpkg -s cubicle-evil 2>&1 | head -1; "
