@@ -20,8 +20,8 @@
 bool guest_setup_url_ok(const char *s)
 {
 	size_t n = strlen(s);
-	if ((strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0) || n > GUEST_URL_MAX ||
-	    n <= 8)
+	if ((strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0) ||
+	    n > GUEST_URL_MAX || n <= 8)
 		return false;
 	for (const char *p = s; *p; p++)
 		if (*p <= ' ' || *p >= 127 || *p == '"' || *p == '\'' || *p == '\\')
@@ -48,9 +48,10 @@ static int guest_ca_file(const char *dir, const char *name, BIO *out, int room, 
 		return err_set(e, ERR_INVALID,
 			       "--guest-ca-certs: %s is %s (a .crt must be a PEM file of at most "
 			       "%d bytes)",
-			       path, !S_ISREG(st.st_mode) ? "not a regular file"
-				     : st.st_size == 0	  ? "empty"
-							  : "too large",
+			       path,
+			       !S_ISREG(st.st_mode) ? "not a regular file"
+			       : st.st_size == 0    ? "empty"
+						    : "too large",
 			       GUEST_CA_MAX_FILE);
 	}
 	char *buf = malloc((size_t)st.st_size);
@@ -87,7 +88,8 @@ static int guest_ca_file(const char *dir, const char *name, BIO *out, int room, 
 	if ((why && ERR_GET_REASON(why) != PEM_R_NO_START_LINE) || n == 0)
 		return err_set(e, ERR_INVALID,
 			       "--guest-ca-certs: %s holds %s (each .crt must be PEM certificates)",
-			       path, n ? "a certificate that does not parse" : "no PEM certificate");
+			       path,
+			       n ? "a certificate that does not parse" : "no PEM certificate");
 	return n;
 }
 
@@ -171,8 +173,8 @@ int guest_setup_build(const char *ca_dir, const char *pip_index_url, const char 
 	    guest_ca_dir(ca_dir, strcmp(ca_dir, GUEST_CA_DEFAULT_DIR) != 0, &pem, ncerts, files,
 			 e) < 0)
 		return -1;
-	json_t *j = json_pack("{s:s*, s:s*, s:s*}", "ca_certs", pem, "pip_index_url",
-			      pip_index_url, "npm_registry", npm_registry);
+	json_t *j = json_pack("{s:s*, s:s*, s:s*}", "ca_certs", pem, "pip_index_url", pip_index_url,
+			      "npm_registry", npm_registry);
 	free(pem);
 	*body = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);

@@ -117,9 +117,9 @@ static void test_dir(void **state)
 	char *body;
 	int n, files;
 	struct err e = {0};
-	assert_int_equal(guest_setup_build(dir, "http://198.51.100.7:8080/simple", NULL, &body,
-					   &n, &files, &e),
-			 0);
+	assert_int_equal(
+	    guest_setup_build(dir, "http://198.51.100.7:8080/simple", NULL, &body, &n, &files, &e),
+	    0);
 	assert_int_equal(n, 3);
 	assert_int_equal(files, 3);
 	char *certs = body_certs(body);
@@ -138,9 +138,8 @@ static void test_dir(void **state)
 	assert_int_equal(n, 0);
 	assert_null(strstr(body, "ca_certs"));
 	free(body);
-	assert_int_equal(guest_setup_build(NULL, NULL, "https://registry.example/", &body, &n,
-					   &files, &e),
-			 0);
+	assert_int_equal(
+	    guest_setup_build(NULL, NULL, "https://registry.example/", &body, &n, &files, &e), 0);
 	free(body);
 }
 
@@ -151,9 +150,8 @@ static void test_refused(void **state)
 	int n, files;
 	struct err e = {0};
 	/* An explicit directory that is not there. */
-	assert_int_equal(guest_setup_build("/nonexistent-pkgs-ca", NULL, NULL, &body, &n, &files,
-					   &e),
-			 -1);
+	assert_int_equal(
+	    guest_setup_build("/nonexistent-pkgs-ca", NULL, NULL, &body, &n, &files, &e), -1);
 	assert_non_null(strstr(e.message, "/nonexistent-pkgs-ca"));
 	/* A .crt that is no certificate, named in the error. */
 	put("bad.crt", "hello\n");
@@ -190,17 +188,15 @@ static void test_refused(void **state)
 		rm(name);
 	}
 	/* URLs a guest's configuration must not hold. */
-	static const char *const bad[] = {"ftp://x/",
-					  "http://",
-					  "http://x/ y",
-					  "http://x/\"y",
-					  "http://x/\ny",
-					  "file:///etc/passwd",
+	static const char *const bad[] = {"ftp://x/",	  "http://",	  "http://x/ y",
+					  "http://x/\"y", "http://x/\ny", "file:///etc/passwd",
 					  "-i http://x"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		assert_false(guest_setup_url_ok(bad[i]));
-		assert_int_equal(guest_setup_build("none", bad[i], NULL, &body, &n, &files, &e), -1);
-		assert_int_equal(guest_setup_build("none", NULL, bad[i], &body, &n, &files, &e), -1);
+		assert_int_equal(guest_setup_build("none", bad[i], NULL, &body, &n, &files, &e),
+				 -1);
+		assert_int_equal(guest_setup_build("none", NULL, bad[i], &body, &n, &files, &e),
+				 -1);
 	}
 	assert_true(guest_setup_url_ok("https://pypi.example/simple"));
 }
