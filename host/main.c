@@ -27,6 +27,7 @@
 #include "token.h"
 #include "core.h"
 #include "guest-net.h"
+#include "guest-setup.h"
 #include "store.h"
 
 /* What SIGTERM/SIGINT stop; NULL once the server is being torn down, so a
@@ -101,6 +102,13 @@ static void main_usage(FILE *to)
 	      "                            workspaces; default: the admin key only)\n"
 	      "  --log-format text|json    the log on stderr: text (default), or one JSON\n"
 	      "                            object per line\n"
+	      "  --guest-ca-certs DIR      CA certificates (*.crt, PEM) every guest trusts\n"
+	      "                            besides Debian's (default\n"
+	      "                            /usr/local/share/ca-certificates; none = none)\n"
+	      "  --pip-index-url URL       the package index pip uses in guests (default PyPI)\n"
+	      "  --npm-registry URL        the registry npm uses in guests (default npm's)\n"
+	      "  --guest-sizes on|off      whether containers show their size in nproc, /proc\n"
+	      "                            and uptime (default on; off: the host's)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -223,6 +231,8 @@ int main(int argc, char **argv)
 	    .body_min_rate = 16384,
 	};
 	static struct guest_net_list egress_allow, egress_deny;
+	const char *guest_ca_dir = GUEST_CA_DEFAULT_DIR, *pip_index_url = NULL,
+		   *npm_registry = NULL;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -277,6 +287,10 @@ int main(int argc, char **argv)
 	    {"egress-deny", required_argument, NULL, 'D'},
 	    {"metrics-open", no_argument, NULL, 0x300},
 	    {"log-format", required_argument, NULL, 0x301},
+	    {"guest-ca-certs", required_argument, NULL, 0x310},
+	    {"pip-index-url", required_argument, NULL, 0x311},
+	    {"npm-registry", required_argument, NULL, 0x312},
+	    {"guest-sizes", required_argument, NULL, 0x313},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -461,6 +475,22 @@ int main(int argc, char **argv)
 					"cubicled: cannot log as JSON; the log stays text\n");
 			break;
 		}
+		case 0x310:
+			guest_ca_dir = optarg;
+			break;
+		case 0x311:
+			pip_index_url = optarg;
+			break;
+		case 0x312:
+			npm_registry = optarg;
+			break;
+		case 0x313:
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				fprintf(stderr, "cubicled: --guest-sizes takes on or off\n");
+				return 2;
+			}
+			cfg.host_sizes = strcmp(optarg, "off") == 0;
+			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
 			return 0;
@@ -518,6 +548,23 @@ int main(int argc, char **argv)
 	char *admin = main_admin_key(state_abs);
 	if (!admin)
 		return 1;
+	/* What every guest is told at each start (guest-setup.h). */
+	char *guest_setup = NULL;
+	{
+		struct err ge = {0};
+		int ncerts, nfiles;
+		if (guest_setup_build(guest_ca_dir, pip_index_url, npm_registry, &guest_setup,
+				      &ncerts, &nfiles, &ge) < 0) {
+			fprintf(stderr, "cubicled: %s\n", ge.message);
+			return 2;
+		}
+		if (ncerts)
+			fprintf(stderr,
+				"cubicled: guests trust %d CA certificate%s from %s (%d file%s)\n",
+				ncerts, ncerts == 1 ? "" : "s", guest_ca_dir, nfiles,
+				nfiles == 1 ? "" : "s");
+		cfg.guest_setup = guest_setup;
+	}
 
 	signal(SIGPIPE, SIG_IGN);
 	/* A computer's init is detached from us so it survives a crash; as a
@@ -599,5 +646,6 @@ int main(int argc, char **argv)
 	core_close(core);
 	store_close(store);
 	free(admin);
+	free(guest_setup);
 	return 0;
 }

@@ -43,6 +43,11 @@ struct core_config {
 	/* --egress-allow, --egress-deny (guest-net.h): every computer's, with
 	 * its workspace's egress_allow/egress_deny added at each start. */
 	const struct guest_net_list *egress_allow, *egress_deny; /* NULL = none */
+	/* The body of every start's POST /v1/setup (guest-setup.h: the
+	 * operator's CA certificates, pip index, npm registry); NULL = none. */
+	const char *guest_setup;
+	/* --guest-sizes off: containers show the host's sizes (driver.h). */
+	bool host_sizes;
 };
 
 struct core;

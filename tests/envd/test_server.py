@@ -156,6 +156,21 @@ class Server(unittest.TestCase):
             self.assertEqual(r.json["error"]["param"], "unix_ms")
         self.assertEqual(envd.request("GET", "/v1/clock").status, 400)
 
+    def test_guest_side_needs_guest(self):
+        # Without --guest (a development desktop, a machine you bring) envd
+        # neither takes the host's setup nor runs apt; names are checked
+        # first all the same.
+        r = envd.request("POST", "/v1/setup", {"ca_certs": None})
+        self.assertEqual(r.status, 409, r.body)
+        self.assertEqual(envd.request("GET", "/v1/setup").status, 400)
+        r = envd.request("POST", "/v1/actions/install_packages", {"apt": ["jq"]})
+        self.assertEqual((r.status, r.json["error"]["param"]), (409, "apt"), r.body)
+        for body, param in (({"apt": ["jq;id"]}, "apt"), ({"pip": ["-r"]}, "pip"),
+                            ({"npm": ["../x"]}, "npm"), ({}, "apt"),
+                            ({"apt": ["jq"], "timeout_s": 3601}, "timeout_s")):
+            r = envd.request("POST", "/v1/actions/install_packages", body)
+            self.assertEqual((r.status, r.json["error"]["param"]), (400, param), body)
+
     def test_keep_alive_serves_many_requests_on_one_connection(self):
         conn = http.client.HTTPConnection("127.0.0.1", envd.port, timeout=30)
         for i in range(50):
