@@ -38,7 +38,8 @@ int httpreq_parse(const char *buf, size_t len, struct httpreq_head *h, struct er
 {
 	memset(h, 0, sizeof *h);
 	if (len < 4 || memcmp(buf + len - 4, "\r\n\r\n", 4) != 0)
-		return err_set(e, ERR_BAD_REQUEST, "the request head does not end in an empty line");
+		return err_set(e, ERR_BAD_REQUEST,
+			       "the request head does not end in an empty line");
 	const char *p = buf, *end = buf + len;
 	/* The request line: METHOD SP TARGET SP HTTP/1.x CRLF. */
 	h->method = p;
@@ -56,7 +57,8 @@ int httpreq_parse(const char *buf, size_t len, struct httpreq_head *h, struct er
 	p++;
 	if (end - p < 10 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
 	    memcmp(p + 8, "\r\n", 2) != 0)
-		return err_set(e, ERR_BAD_REQUEST, "the request line does not end in HTTP/1.0 or 1.1");
+		return err_set(e, ERR_BAD_REQUEST,
+			       "the request line does not end in HTTP/1.0 or 1.1");
 	h->minor = p[7] - '0';
 	p += 10;
 	int hosts = 0;
@@ -197,8 +199,7 @@ long httpreq_query(const char *target, size_t tlen, const char *name, char *out,
 	return f.found;
 }
 
-long httpreq_without_query(const char *target, size_t tlen, const char *name, char *out,
-			   size_t len)
+long httpreq_without_query(const char *target, size_t tlen, const char *name, char *out, size_t len)
 {
 	const char *q = memchr(target, '?', tlen);
 	size_t n = strlen(name), o = 0;
@@ -213,7 +214,8 @@ long httpreq_without_query(const char *target, size_t tlen, const char *name, ch
 		const char *amp = memchr(p, '&', (size_t)(end - p));
 		const char *stop = amp ? amp : end;
 		size_t il = (size_t)(stop - p);
-		bool drop = il == 0 || (il >= n && memcmp(p, name, n) == 0 && (il == n || p[n] == '='));
+		bool drop =
+		    il == 0 || (il >= n && memcmp(p, name, n) == 0 && (il == n || p[n] == '='));
 		if (!drop) {
 			if (o + il + 2 > len)
 				return -1;
@@ -465,7 +467,7 @@ static long long httpreq_chunk_size(const char *p, size_t n)
 	size_t i = 0;
 	for (; i < n && i < 15; i++) {
 		char c = p[i];
-		int d = c >= '0' && c <= '9'	 ? c - '0'
+		int d = c >= '0' && c <= '9'   ? c - '0'
 			: c >= 'a' && c <= 'f' ? c - 'a' + 10
 			: c >= 'A' && c <= 'F' ? c - 'A' + 10
 					       : -1;
@@ -564,7 +566,8 @@ int httpreq_stream_feed(struct httpreq_stream *s, const unsigned char *in, size_
 			/* Line by line, byte by byte: these lines are short. */
 			size_t cap = s->state == S_TRAILER ? HTTPREQ_MAX_HEAD : HTTPREQ_MAX_LINE;
 			if (s->blen == cap)
-				return err_set(e, ERR_BAD_REQUEST, "a chunk line or trailer is too long");
+				return err_set(e, ERR_BAD_REQUEST,
+					       "a chunk line or trailer is too long");
 			char c = (char)in[i++];
 			s->buf[s->blen++] = c;
 			if (c == '\n' && (s->blen < 2 || s->buf[s->blen - 2] != '\r'))
@@ -590,7 +593,8 @@ int httpreq_stream_feed(struct httpreq_stream *s, const unsigned char *in, size_
 			if (s->state == S_CHUNK_SIZE) {
 				long long size = httpreq_chunk_size(s->buf, s->blen);
 				if (size < 0)
-					return err_set(e, ERR_BAD_REQUEST, "a chunk size is malformed");
+					return err_set(e, ERR_BAD_REQUEST,
+						       "a chunk size is malformed");
 				if (emit(ctx, s->buf, s->blen) < 0)
 					return err_set(e, ERR_INTERNAL, "cannot pass the bytes on");
 				s->blen = 0;
@@ -603,8 +607,8 @@ int httpreq_stream_feed(struct httpreq_stream *s, const unsigned char *in, size_
 				break;
 			}
 			/* The trailer section ends with an empty line. */
-			bool over = s->blen == 2 ||
-				    (s->blen >= 4 && memcmp(s->buf + s->blen - 4, "\r\n\r\n", 4) == 0);
+			bool over = s->blen == 2 || (s->blen >= 4 && memcmp(s->buf + s->blen - 4,
+									    "\r\n\r\n", 4) == 0);
 			if (!over)
 				break;
 			if (emit(ctx, s->buf, s->blen) < 0)

@@ -65,9 +65,11 @@ static void test_parse(void **state)
 	assert_int_equal(httpreq_query(h.target, h.target_len, "cubicle_token", v, sizeof v), 1);
 	assert_string_equal(v, "T");
 	char t[64];
-	assert_true(httpreq_without_query(h.target, h.target_len, "cubicle_token", t, sizeof t) > 0);
+	assert_true(httpreq_without_query(h.target, h.target_len, "cubicle_token", t, sizeof t) >
+		    0);
 	assert_string_equal(t, "/a?x=1");
-	assert_true(httpreq_without_query("/?cubicle_token=T", 17, "cubicle_token", t, sizeof t) > 0);
+	assert_true(httpreq_without_query("/?cubicle_token=T", 17, "cubicle_token", t, sizeof t) >
+		    0);
 	assert_string_equal(t, "/");
 	/* Incomplete, then malformed heads. */
 	assert_int_equal(httpreq_head_end("GET / HTTP/1.1\r\nHost: x\r\n", 25), 0);
@@ -93,18 +95,18 @@ static void test_rewrite(void **state)
 	struct httpreq_rules r = {.drop_cookie = "cubicle_preview"};
 	struct sink out;
 	/* The cookie goes, the others stay; a Cookie with only ours goes whole. */
-	assert_int_equal(feed(&r,
-			      "GET / HTTP/1.1\r\nHost: h\r\nCookie: a=1; cubicle_preview=t; b=2\r\n\r\n"
-			      "GET /2 HTTP/1.1\r\nHost: h\r\nCookie: cubicle_preview=t\r\n\r\n",
-			      0, &out),
-			 0);
+	assert_int_equal(
+	    feed(&r,
+		 "GET / HTTP/1.1\r\nHost: h\r\nCookie: a=1; cubicle_preview=t; b=2\r\n\r\n"
+		 "GET /2 HTTP/1.1\r\nHost: h\r\nCookie: cubicle_preview=t\r\n\r\n",
+		 0, &out),
+	    0);
 	out.buf[out.len] = 0;
 	assert_string_equal(out.buf, "GET / HTTP/1.1\r\nHost: h\r\nCookie: a=1; b=2\r\n\r\n"
 				     "GET /2 HTTP/1.1\r\nHost: h\r\n\r\n");
 	/* CDP: the prefix stripped, Host replaced, Origin dropped. */
-	struct httpreq_rules cdp = {.host = "127.0.0.1:9222",
-				    .drop_origin = true,
-				    .strip_prefix = "/cdp/TOKEN"};
+	struct httpreq_rules cdp = {
+	    .host = "127.0.0.1:9222", .drop_origin = true, .strip_prefix = "/cdp/TOKEN"};
 	assert_int_equal(feed(&cdp,
 			      "GET /cdp/TOKEN/devtools/browser/x HTTP/1.1\r\nHost: a:1\r\nOrigin: "
 			      "http://evil\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
@@ -116,7 +118,8 @@ static void test_rewrite(void **state)
 				     "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
 				     "\x81\x05hello GET /cdp/TOKEN HTTP/1.1\r\n");
 	/* A prefix only counts as a whole path segment. */
-	assert_int_equal(feed(&cdp, "GET /cdp/TOKENX HTTP/1.1\r\n\r\nGET /cdp/TOKEN?a HTTP/1.0\r\n\r\n",
+	assert_int_equal(feed(&cdp,
+			      "GET /cdp/TOKENX HTTP/1.1\r\n\r\nGET /cdp/TOKEN?a HTTP/1.0\r\n\r\n",
 			      0, &out),
 			 0);
 	out.buf[out.len] = 0;
