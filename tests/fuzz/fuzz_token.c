@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(token_verify(key, t, c.computer, want, now, &got, &e) == 0 &&
 		      strcmp(got.scope, want) == 0 && !got.view_only);
 		CHECK(token_verify(key, t, NULL, want, now, &got, &e) == 0);
-		const char * not [] = {TOKEN_SCOPE_STREAM, other, "cdp"};
+		const char *wrong[] = {TOKEN_SCOPE_STREAM, other, "cdp"};
 		for (int i = 0; i < 3; i++)
 			CHECK(token_verify(key, t, c.computer, not [i], now, &got, &e) < 0 &&
 			      e.code == ERR_FORBIDDEN);

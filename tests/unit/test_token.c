@@ -87,7 +87,7 @@ static void test_scopes(void **state)
 	assert_int_equal(token_verify(key, t, NULL, "p3000", 10, &got, &e), 0);
 	assert_string_equal(got.computer, "c-abc");
 	/* Not a stream token, nor another port's, nor CDP's. */
-	const char * not [] = {TOKEN_SCOPE_STREAM, "p3001", "p300", "cdp", NULL};
+	const char *wrong[] = {TOKEN_SCOPE_STREAM, "p3001", "p300", "cdp", NULL};
 	for (int i = 0; not [i]; i++) {
 		assert_int_equal(token_verify(key, t, "c-abc", not [i], 10, &got, &e), -1);
 		assert_int_equal(e.code, ERR_FORBIDDEN);
