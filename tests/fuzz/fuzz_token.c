@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(token_verify(key, t, NULL, want, now, &got, &e) == 0);
 		const char *wrong[] = {TOKEN_SCOPE_STREAM, other, "cdp"};
 		for (int i = 0; i < 3; i++)
-			CHECK(token_verify(key, t, c.computer, not [i], now, &got, &e) < 0 &&
+			CHECK(token_verify(key, t, c.computer, wrong[i], now, &got, &e) < 0 &&
 			      e.code == ERR_FORBIDDEN);
 	}
 	free(tok), free(computer), free(ws), free(nonce);

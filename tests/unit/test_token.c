@@ -88,8 +88,8 @@ static void test_scopes(void **state)
 	assert_string_equal(got.computer, "c-abc");
 	/* Not a stream token, nor another port's, nor CDP's. */
 	const char *wrong[] = {TOKEN_SCOPE_STREAM, "p3001", "p300", "cdp", NULL};
-	for (int i = 0; not [i]; i++) {
-		assert_int_equal(token_verify(key, t, "c-abc", not [i], 10, &got, &e), -1);
+	for (int i = 0; wrong[i]; i++) {
+		assert_int_equal(token_verify(key, t, "c-abc", wrong[i], 10, &got, &e), -1);
 		assert_int_equal(e.code, ERR_FORBIDDEN);
 	}
 	/* A stream token opens no preview. */
