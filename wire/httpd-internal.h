@@ -62,8 +62,10 @@ struct tunnel {
 	struct lws_buflist *to_raw, *to_ws;
 	size_t to_raw_len, to_ws_len;
 	bool ws_paused, raw_paused;
-	bool kill;     /* under h->lock: httpd_close_tagged() asked, or the socket went silent */
-	bool answered; /* the socket sent its first bytes */
+	bool kill;	/* under h->lock: httpd_close_tagged() asked, or the socket went silent */
+	bool answered;	/* the socket sent its first bytes */
+	bool connected; /* the socket is connected (a TCP port's may still be connecting) */
+	bool raw_gone;	/* the socket ended: the client gets what it sent, then a close */
 	int close_code;
 	char close_reason[64];
 	int fd; /* the socket until it is adopted */

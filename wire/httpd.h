@@ -133,23 +133,30 @@ typedef int (*httpd_router)(void *ctx, struct httpd_request *req, struct httpd_r
  * WebSocket tunnels: a GET that asks to upgrade to a WebSocket with the
  * subprotocol "binary" (what noVNC asks for) goes to the tunnel router on
  * the loop before the upgrade is accepted. It refuses (the client gets the
- * error's HTTP status, never a WebSocket) or names a unix socket; from then
- * on the client's binary frames are written to the socket, byte for byte
- * (through `filter`, if set), and what the socket sends comes back as
- * binary frames. Both directions are flow-controlled.
+ * error's HTTP status, never a WebSocket) or names a unix socket, or a TCP
+ * port on 127.0.0.1; from then on the client's binary frames are written to
+ * the socket, byte for byte (through `filter`, if set), and what the socket
+ * sends comes back as binary frames. Both directions are flow-controlled;
+ * when the socket ends, what it sent is delivered before the close frame
+ * (1000).
  *
  * Nothing here blocks the loop: the socket is connected non-blocking (a
- * listener whose backlog is full refuses the upgrade with 503 at once), and
- * a socket that sends nothing within `answer_seconds` of the upgrade (a
- * listener that never accepts) closes the tunnel with code 4504.
+ * listener whose backlog is full refuses the upgrade with 503 at once), a
+ * socket that sends nothing within `answer_seconds` of the upgrade (a
+ * listener that never accepts) closes the tunnel with code 4504, and a TCP
+ * port nothing listens on (or that does not connect within 10 s) closes it
+ * with 4502 and the reason.
  */
 struct httpd;
 
 struct httpd_tunnel {
 	char unix_path[108]; /* where the bytes go */
+	int tcp_port;	     /* > 0: to 127.0.0.1:tcp_port instead */
 	char tag[64];	     /* for httpd_close_tagged(), e.g. the computer id */
 	int max_seconds;     /* the tunnel closes after this long; 0 = no limit */
-	int answer_seconds;  /* the socket's first bytes must come within this; 0 = 10 */
+	/* The socket's first bytes must come within this; 0 = 10; < 0 = no such
+	 * deadline (a server that waits for its client, such as HTTP). */
+	int answer_seconds;
 	/* Written to the socket before anything the client sends ("" = none):
 	 * how the router tells the socket's server about the connection. */
 	char preamble[64];
