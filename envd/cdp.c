@@ -55,7 +55,8 @@ static json_t *cdp_version(void)
 		buf[len] = 0;
 		char *body = strstr(buf, "\r\n\r\n");
 		char *cl = strcasestr(buf, "\r\ncontent-length:");
-		if (body && cl && cl < body && len - (size_t)(body + 4 - buf) >= strtoul(cl + 17, NULL, 10))
+		if (body && cl && cl < body &&
+		    len - (size_t)(body + 4 - buf) >= strtoul(cl + 17, NULL, 10))
 			break;
 		if (len == 65535)
 			goto out;
@@ -102,7 +103,8 @@ static int cdp_answer(json_t *v, bool started, json_t **out, struct err *e)
 int cdp_ensure(struct envd *env, json_t **out, struct err *e)
 {
 	if (!env->desk && !env->display)
-		return err_set(e, ERR_CONFLICT, "CDP needs a desktop: this computer has no display");
+		return err_set(e, ERR_CONFLICT,
+			       "CDP needs a desktop: this computer has no display");
 	pthread_mutex_lock(&cdp_lock);
 	json_t *v = cdp_version();
 	if (v) {
@@ -153,7 +155,8 @@ int cdp_ensure(struct envd *env, json_t **out, struct err *e)
 			return err_set(e, ERR_UNAVAILABLE,
 				       "Chromium exited before its DevTools endpoint answered");
 		return err_set(e, ERR_TIMEOUT,
-			       "Chromium's DevTools endpoint did not answer within %d s", CDP_START_S);
+			       "Chromium's DevTools endpoint did not answer within %d s",
+			       CDP_START_S);
 	}
 	pthread_mutex_unlock(&cdp_lock);
 	return cdp_answer(v, true, out, e);

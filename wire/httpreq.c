@@ -153,6 +153,7 @@ struct httpreq_find {
 	char *out;
 	size_t len;
 	long found;
+	int skip; /* matches to pass over first */
 };
 
 static bool httpreq_cookie_item(void *ctx, const char *item, size_t len)
@@ -160,6 +161,8 @@ static bool httpreq_cookie_item(void *ctx, const char *item, size_t len)
 	struct httpreq_find *f = ctx;
 	size_t n = strlen(f->name);
 	if (len <= n || memcmp(item, f->name, n) != 0 || item[n] != '=')
+		return false;
+	if (f->skip-- > 0)
 		return false;
 	size_t vl = len - n - 1;
 	if (vl >= f->len) {
@@ -172,9 +175,9 @@ static bool httpreq_cookie_item(void *ctx, const char *item, size_t len)
 	return true;
 }
 
-long httpreq_cookie(const struct httpreq_head *h, const char *name, char *out, size_t len)
+long httpreq_cookie(const struct httpreq_head *h, const char *name, int nth, char *out, size_t len)
 {
-	struct httpreq_find f = {name, out, len, -1};
+	struct httpreq_find f = {name, out, len, -1, nth};
 	if (len)
 		out[0] = 0;
 	for (size_t i = 0; i < h->nheaders; i++) {
@@ -193,7 +196,7 @@ long httpreq_query(const char *target, size_t tlen, const char *name, char *out,
 		out[0] = 0;
 	if (!q)
 		return -1;
-	struct httpreq_find f = {name, out, len, -1};
+	struct httpreq_find f = {name, out, len, -1, 0};
 	q++;
 	httpreq_items(q, tlen - (size_t)(q - target), '&', httpreq_cookie_item, &f);
 	return f.found;

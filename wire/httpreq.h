@@ -61,9 +61,11 @@ const char *httpreq_get(const struct httpreq_head *h, const char *name, size_t *
 /* Copies the first header called name into out (NUL-terminated, truncated to
  * len - 1): its length, or -1 when absent (out is then ""). */
 long httpreq_copy(const struct httpreq_head *h, const char *name, char *out, size_t len);
-/* The value of cookie `name` across the Cookie headers, copied into out:
- * its length, -1 when absent or longer than len - 1. */
-long httpreq_cookie(const struct httpreq_head *h, const char *name, char *out, size_t len);
+/* The value of the nth cookie called `name` (from 0, across the Cookie
+ * headers: a browser may send several of one name, set for different
+ * domains or paths), copied into out: its length, -1 when there is no nth
+ * or it is longer than len - 1. */
+long httpreq_cookie(const struct httpreq_head *h, const char *name, int nth, char *out, size_t len);
 /* The raw value of query parameter `name` of a request target, copied into
  * out: its length, -1 when absent or longer than len - 1. */
 long httpreq_query(const char *target, size_t tlen, const char *name, char *out, size_t len);

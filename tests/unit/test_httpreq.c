@@ -59,9 +59,10 @@ static void test_parse(void **state)
 	char v[64];
 	assert_int_equal(httpreq_copy(&h, "accept", v, sizeof v), 9);
 	assert_string_equal(v, "text/html");
-	assert_int_equal(httpreq_cookie(&h, "cubicle_preview", v, sizeof v), 3);
+	assert_int_equal(httpreq_cookie(&h, "cubicle_preview", 0, v, sizeof v), 3);
 	assert_string_equal(v, "tok");
-	assert_int_equal(httpreq_cookie(&h, "c", v, sizeof v), -1);
+	assert_int_equal(httpreq_cookie(&h, "cubicle_preview", 1, v, sizeof v), -1);
+	assert_int_equal(httpreq_cookie(&h, "c", 0, v, sizeof v), -1);
 	assert_int_equal(httpreq_query(h.target, h.target_len, "cubicle_token", v, sizeof v), 1);
 	assert_string_equal(v, "T");
 	char t[64];
@@ -71,6 +72,11 @@ static void test_parse(void **state)
 	assert_true(httpreq_without_query("/?cubicle_token=T", 17, "cubicle_token", t, sizeof t) >
 		    0);
 	assert_string_equal(t, "/");
+	/* Several of one name (set for different domains): each in turn. */
+	const char *two = "GET / HTTP/1.1\r\nCookie: k=1\r\nCookie: x=0; k=2\r\n\r\n";
+	assert_int_equal(httpreq_parse(two, strlen(two), &h, &e), 0);
+	assert_int_equal(httpreq_cookie(&h, "k", 1, v, sizeof v), 1);
+	assert_string_equal(v, "2");
 	/* Incomplete, then malformed heads. */
 	assert_int_equal(httpreq_head_end("GET / HTTP/1.1\r\nHost: x\r\n", 25), 0);
 	assert_int_equal(httpreq_head_end("GET / HTTP/1.1\nHost: x\n\n", 24), -1);
