@@ -68,12 +68,12 @@ static void relay_page(struct httpd_relay_answer *a, bool html, const struct err
 		char msg[sizeof e->message * 6];
 		size_t o = 0;
 		for (const char *p = e->message; *p && o + 7 < sizeof msg; p++) {
-			const char *rep = *p == '<'	? "&lt;"
-					  : *p == '>'	? "&gt;"
-					  : *p == '&'	? "&amp;"
-					  : *p == '"'	? "&quot;"
+			const char *rep = *p == '<'    ? "&lt;"
+					  : *p == '>'  ? "&gt;"
+					  : *p == '&'  ? "&amp;"
+					  : *p == '"'  ? "&quot;"
 					  : *p == '\'' ? "&#39;"
-							: NULL;
+						       : NULL;
 			if (rep) {
 				memcpy(msg + o, rep, strlen(rep));
 				o += strlen(rep);
@@ -228,9 +228,9 @@ static void relay_life_over(lws_sorted_usec_list_t *sul)
 static void relay_touch(struct relay *r)
 {
 	if (r->cl && !r->answering)
-		lws_set_timeout(r->cl, r->r.idle_seconds > 0 ? PENDING_TIMEOUT_USER_OK
-							     : NO_PENDING_TIMEOUT,
-				r->r.idle_seconds);
+		lws_set_timeout(
+		    r->cl, r->r.idle_seconds > 0 ? PENDING_TIMEOUT_USER_OK : NO_PENDING_TIMEOUT,
+		    r->r.idle_seconds);
 }
 
 static int relay_to_up(void *ctx, const void *p, size_t n)
@@ -484,17 +484,17 @@ static void relay_up_gone(struct relay *r, struct lws *wsi, const char *why)
 			"0.0.0.0)?",
 			r->r.what);
 	else if (r->up_http_status == 429)
-		err_set(&e, ERR_UNAVAILABLE, "%s has too many connections open; retry",
-			r->r.what);
+		err_set(&e, ERR_UNAVAILABLE, "%s has too many connections open; retry", r->r.what);
 	else if (r->up_http_status)
 		err_set(&e, ERR_BAD_GATEWAY, "the envd of %s refused the tunnel (HTTP %d)",
 			r->r.what, r->up_http_status);
 	else if (r->up_close_code || r->up_open || !why)
-		err_set(&e, ERR_BAD_GATEWAY, "the server on %s closed the connection without an answer",
-			r->r.what);
+		err_set(&e, ERR_BAD_GATEWAY,
+			"the server on %s closed the connection without an answer", r->r.what);
 	else
 		err_set(&e, ERR_UNAVAILABLE, "cannot reach the envd of %s: %s", r->r.what, why);
-	if (r->cl && !r->guest_spoke && !r->answering && r->rw && httpreq_stream_requests(r->rw) > 0)
+	if (r->cl && !r->guest_spoke && !r->answering && r->rw &&
+	    httpreq_stream_requests(r->rw) > 0)
 		relay_fail(r, &e);
 	else if (r->cl)
 		lws_callback_on_writable(r->cl); /* what came goes out, then the close */
@@ -543,7 +543,8 @@ static int relay_up_callback(struct lws *wsi, enum lws_callback_reasons reason, 
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		if (!r)
 			return -1;
-		if (httpd_buf_send(wsi, &r->to_up, &r->to_up_len, LWS_WRITE_BINARY, HTTPD_CHUNK) < 0)
+		if (httpd_buf_send(wsi, &r->to_up, &r->to_up_len, LWS_WRITE_BINARY, HTTPD_CHUNK) <
+		    0)
 			return -1;
 		if (r->cl_paused && r->cl && r->to_up_len < TUNNEL_HIGH / 2) {
 			r->cl_paused = false;
@@ -603,8 +604,8 @@ int relay_listen(struct httpd *h, struct err *e)
 	vi.iface = h->relay_host;
 	vi.port = (int)port;
 	vi.protocols = relay_protocols;
-	vi.options = LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG |
-		     LWS_SERVER_OPTION_DISABLE_IPV6;
+	vi.options =
+	    LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG | LWS_SERVER_OPTION_DISABLE_IPV6;
 	vi.listen_accept_role = "raw-skt";
 	vi.listen_accept_protocol = "cubicle-relay";
 	vi.timeout_secs = 10; /* the WebSocket to envd: connected and upgraded within */

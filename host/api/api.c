@@ -530,7 +530,7 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 		previews_ok = a->previews != NULL;
 	}
 	a->mcp = a->streams && previews_ok
-		     ? mcp_create(core, a->streams, a->runner, o->mcp_origins, e)
+		     ? mcp_create(core, a->streams, a->previews, a->runner, o->mcp_origins, e)
 		     : NULL;
 	if (a->mcp && pthread_create(&a->waiter, NULL, api_waiter, a) != 0)
 		err_set(e, ERR_INTERNAL, "cannot start the waiter thread");

@@ -18,10 +18,10 @@ struct previews {
 	struct core *core;
 	struct httpd *httpd;
 	unsigned char key[TOKEN_KEY_BYTES];
-	char scheme[8];	     /* "http" or "https" */
-	char domain[200];    /* previews are <port>-<id>.<domain> */
-	char port_part[8];   /* ":8081", or "" */
-	char cdp_host[220];  /* the relay listener's host for CDP URLs */
+	char scheme[8];	    /* "http" or "https" */
+	char domain[200];   /* previews are <port>-<id>.<domain> */
+	char port_part[8];  /* ":8081", or "" */
+	char cdp_host[220]; /* the relay listener's host for CDP URLs */
 	int ttl_max_s, per_computer, idle_s;
 	bool public_allowed;
 };
@@ -49,7 +49,7 @@ struct previews *previews_create(struct core *core, struct httpd *h, const struc
 	p->public_allowed = o->public_allowed;
 	/* SCHEME://DOMAIN[:PORT][/] */
 	const char *u = o->url ? o->url : "";
-	const char *rest = strncmp(u, "http://", 7) == 0	 ? u + 7
+	const char *rest = strncmp(u, "http://", 7) == 0    ? u + 7
 			   : strncmp(u, "https://", 8) == 0 ? u + 8
 							    : NULL;
 	size_t dl = rest ? strcspn(rest, ":/") : 0;
@@ -189,8 +189,8 @@ int previews_cdp(struct previews *p, const char *id, const char *ws, const json_
 		return -1;
 	}
 	const char *path = json_string_value(json_object_get(b, "browser_path"));
-	const char *browser = json_string_value(json_object_get(json_object_get(b, "version"),
-								  "Browser"));
+	const char *browser =
+	    json_string_value(json_object_get(json_object_get(b, "version"), "Browser"));
 	bool tls = strcmp(p->scheme, "https") == 0;
 	char ws_url[1200], http_url[1200], when[32];
 	snprintf(ws_url, sizeof ws_url, "%s://%s/cdp/%s%s", tls ? "wss" : "ws", p->cdp_host, token,
@@ -261,8 +261,8 @@ static int previews_route_port(struct previews *p, const struct httpreq_head *he
 	struct token_claims tc;
 	struct err e = {0}, bad = {0};
 	bool have = false;
-	bool query = httpreq_query(head->target, head->target_len, PREVIEW_QUERY, token,
-				   sizeof token) >= 0;
+	bool query =
+	    httpreq_query(head->target, head->target_len, PREVIEW_QUERY, token, sizeof token) >= 0;
 	if (query) {
 		if (token_verify(p->key, token, id, scope, now_s, &tc, &bad) < 0)
 			return previews_page(a, head, &bad);
@@ -314,8 +314,8 @@ static int previews_route_port(struct previews *p, const struct httpreq_head *he
 }
 
 /* GET /cdp/<token>/json/version, answered from what POST .../cdp learned. */
-static int previews_cdp_version(struct previews *p, const struct httpreq_head *head,
-				const char *id, const char *token, struct httpd_relay_answer *a)
+static int previews_cdp_version(struct previews *p, const struct httpreq_head *head, const char *id,
+				const char *token, struct httpd_relay_answer *a)
 {
 	struct err e = {0};
 	char path[100], host[256];

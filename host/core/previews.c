@@ -65,7 +65,8 @@ static void core_preview_save(struct core *c, const struct store_preview *sp)
 {
 	struct err e = {0};
 	if (store_preview_put(c->store, sp, &e) < 0)
-		fprintf(stderr, "cubicled: %s: a preview of port %d is not kept across a restart: %s\n",
+		fprintf(stderr,
+			"cubicled: %s: a preview of port %d is not kept across a restart: %s\n",
 			sp->computer, sp->port, e.message);
 }
 
@@ -127,9 +128,8 @@ static void core_preview_revoke_now(struct core *c, const char *id, int port)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	struct store_preview sp = {.port = port,
-				   .revoked_ms = now,
-				   .expires_ms = now + CORE_PREVIEW_TOKEN_MAX_S * 1000LL};
+	struct store_preview sp = {
+	    .port = port, .revoked_ms = now, .expires_ms = now + CORE_PREVIEW_TOKEN_MAX_S * 1000LL};
 	snprintf(sp.computer, sizeof sp.computer, "%s", id);
 	core_preview_save(c, &sp);
 	if (c->close_previews) {
@@ -164,8 +164,7 @@ static void core_preview_when(int64_t ms, char out[32])
 	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-int core_previews_list(struct core *c, const char *id, const char *ws, json_t **out,
-		       struct err *e)
+int core_previews_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
 {
 	int64_t now = clock_wall_ms();
 	json_t *list = json_array();
@@ -177,8 +176,8 @@ int core_previews_list(struct core *c, const char *id, const char *ws, json_t **
 		bool pub = core_preview_public(r, p, now);
 		/* Tokens issued before a revocation are dead: a port whose last
 		 * token predates it has no preview left. */
-		if (!p->port || (!pub && (p->expires_ms <= now ||
-					  p->expires_ms <= core_preview_revoked(r, p))))
+		if (!p->port ||
+		    (!pub && (p->expires_ms <= now || p->expires_ms <= core_preview_revoked(r, p))))
 			continue;
 		char when[32];
 		core_preview_when(pub && p->public_until_ms > p->expires_ms ? p->public_until_ms
@@ -197,8 +196,8 @@ int core_previews_list(struct core *c, const char *id, const char *ws, json_t **
 }
 
 int core_preview_target(struct core *c, const char *id, int port, const char *ws, int64_t issued,
-			char *address, size_t alen, char *token, size_t tlen, int64_t *public_until_ms,
-			struct err *e)
+			char *address, size_t alen, char *token, size_t tlen,
+			int64_t *public_until_ms, struct err *e)
 {
 	int64_t now = clock_wall_ms();
 	pthread_mutex_lock(&c->lock);
@@ -209,8 +208,9 @@ int core_preview_target(struct core *c, const char *id, int port, const char *ws
 		rc = err_set(e, ERR_UNAUTHORIZED,
 			     "this preview needs its token: open the url that POST "
 			     "/v1/computers/{id}/previews answered");
-	else if (!r || (ws && strcmp(r->ws, ws) != 0))
-		rc = err_set(e, ERR_NOT_FOUND, "computer %s is gone", id);
+	else if (!r || (ws && strcmp(r->ws, ws) != 0) || r->state == COMPUTER_DELETED ||
+		 r->state == COMPUTER_DELETING)
+		rc = err_set(e, ERR_NOT_FOUND, "computer %s is gone (deleted)", id);
 	else if (port == CORE_CDP_PORT && strcmp(r->kind, "desktop") != 0)
 		rc = err_set(e, ERR_CONFLICT, "computer %s is a sandbox: it has no desktop browser",
 			     id);
@@ -275,7 +275,8 @@ int core_cdp(struct core *c, const char *id, const char *ws, json_t **out, int64
 	const char *path = json_string_value(json_object_get(j, "browser_path"));
 	json_t *version = json_object_get(j, "version");
 	char *vtext = json_is_object(version) ? json_dumps(version, JSON_COMPACT) : NULL;
-	if (!core_cdp_path_ok(path) || !vtext || strlen(vtext) >= sizeof ((struct core_rt *)0)->cdp_version) {
+	if (!core_cdp_path_ok(path) || !vtext ||
+	    strlen(vtext) >= sizeof((struct core_rt *)0)->cdp_version) {
 		free(vtext);
 		json_decref(j);
 		return err_set(e, ERR_BAD_GATEWAY,
@@ -288,7 +289,8 @@ int core_cdp(struct core *c, const char *id, const char *ws, json_t **out, int64
 	if (r) {
 		snprintf(r->cdp_path, sizeof r->cdp_path, "%s", path);
 		snprintf(r->cdp_version, sizeof r->cdp_version, "%s", vtext);
-		*issued = core_preview_issue(r, core_preview_slot(r, CORE_CDP_PORT, false, now), now);
+		*issued =
+		    core_preview_issue(r, core_preview_slot(r, CORE_CDP_PORT, false, now), now);
 		snprintf(workspace, 40, "%s", r->ws);
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -75,7 +75,8 @@ static void host_init(void)
 	struct previews_opts po = {.key = key, .url = "http://localhost:8081"};
 	a->previews = previews_create(a->core, a->httpd, &po, &e);
 	CHECK(a->previews);
-	a->mcp = mcp_create(a->core, a->streams, a->runner, "https://allowed.example", &e);
+	a->mcp =
+	    mcp_create(a->core, a->streams, a->previews, a->runner, "https://allowed.example", &e);
 	CHECK(a->mcp);
 	host_api = a;
 }

@@ -44,6 +44,9 @@ export class Cubicled {
 		});
 		this.port = line.split("listening on ")[1].split(" ")[0].split(":").pop().trim();
 		this.base = `http://127.0.0.1:${this.port}`;
+		// Previews and CDP: a listener of their own.
+		const m = line.match(/previews tcp:[^:]+:(\d+)/);
+		this.previewPort = m ? Number(m[1]) : null;
 		return this;
 	}
 
