@@ -315,9 +315,13 @@ int core_preview_target(struct core *c, const char *id, int port, const char *ws
 			char *address, size_t alen, char *token, size_t tlen,
 			int64_t *public_until_ms, struct err *e)
 {
+	if (issued < 0)
+		return err_set(e, ERR_UNAUTHORIZED, "not public");
 	if (fake_find(id, ws, e) < 0)
 		return -1;
-	return err_set(e, ERR_CONFLICT, "nothing to relay to here");
+	snprintf(address, alen, "unix:/nonexistent/envd.sock");
+	snprintf(token, tlen, "fake-envd-token");
+	return 0;
 }
 int core_cdp(struct core *c, const char *id, const char *ws, json_t **out, int64_t *issued,
 	     char workspace[40], struct err *e)

@@ -99,6 +99,13 @@ foreach(h api mcp computeruse)
 		LIBS jansson libcrypto sqlite3 libwebsockets DEPENDS cubicled)
 endforeach()
 
+# The preview listener: request heads and streams (wire/httpreq.c) and the
+# relay router (host/api/preview.c), with the fake core.
+cubicle_fuzzer(httpreq SOURCES ${FUZZ_DIR}/fakecore.c ${API}/preview.c ${WIRE_SRC}
+	${CMAKE_SOURCE_DIR}/wire/httpreq.c ${CMAKE_SOURCE_DIR}/wire/httpd.c
+	${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c ${CMAKE_SOURCE_DIR}/wire/httpd-relay.c
+	LIBS jansson libcrypto libwebsockets DEPENDS cubicled)
+
 # Template recipes (issue: templates) and connect credentials (issue: BYO
 # machines) are being written: their harnesses go here, as
 # cubicle_fuzzer(recipe ...) and cubicle_fuzzer(connect ...), with seeds in
