@@ -88,6 +88,7 @@ struct relay {
 	bool routed;	  /* the router relayed it (r is filled) */
 	bool answering;	  /* an answer or a page is on its way: close after it */
 	bool up_open;	  /* the WebSocket to envd is established */
+	bool up_ended;	  /* ... and has ended (maybe before its dial returned) */
 	bool guest_spoke; /* bytes from the computer reached to_cl */
 	bool html;	  /* the first head's Accept asks for text/html (pages) */
 	bool kill;	  /* under h->lock: httpd_relays_close() asked */

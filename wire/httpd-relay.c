@@ -196,7 +196,9 @@ static void relay_answer(struct relay *r, const struct httpd_relay_answer *a, bo
 		lws_set_timeout(r->cl, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 		return;
 	}
-	lws_rx_flow_control(r->cl, 0); /* nothing more is read */
+	/* What the client still sends is read and dropped (RAW_RX), so that
+	 * closing after the answer is a FIN it can read the answer before, not
+	 * a reset; it has 10 s. */
 	lws_set_timeout(r->cl, PENDING_TIMEOUT_USER_OK, 10);
 	lws_callback_on_writable(r->cl);
 }
@@ -284,9 +286,9 @@ static int relay_dial(struct relay *r)
 	ci.local_protocol_name = "cubicle-relay-up";
 	ci.opaque_user_data = r;
 	struct lws *up = lws_client_connect_via_info(&ci);
-	if (up && !r->up_close_code && !r->up_http_status)
+	if (up && !r->up_ended) /* it may have failed already, inside the call */
 		r->up = up;
-	return up ? 0 : -1;
+	return up || r->up_ended ? 0 : -1;
 }
 
 /* The router said where the connection goes: start relaying. */
@@ -422,7 +424,7 @@ static int relay_cl_callback(struct lws *wsi, enum lws_callback_reasons reason, 
 		if (!r)
 			return -1;
 		if (r->answering)
-			return 0; /* an answer is on its way: the rest is not read */
+			return 0; /* an answer is on its way: the rest is dropped */
 		if (r->routed) {
 			relay_touch(r);
 			return relay_feed(r, in, len);
@@ -477,6 +479,7 @@ static void relay_up_gone(struct relay *r, struct lws *wsi, const char *why)
 	lws_set_opaque_user_data(wsi, NULL);
 	r->up = NULL;
 	r->up_open = false;
+	r->up_ended = true;
 	struct err e = {0};
 	if (r->up_close_code == 4502)
 		err_set(&e, ERR_BAD_GATEWAY,
@@ -571,6 +574,11 @@ static int relay_up_callback(struct lws *wsi, enum lws_callback_reasons reason, 
 	case LWS_CALLBACK_CLIENT_CLOSED:
 		if (r)
 			relay_up_gone(r, wsi, NULL);
+		return 0;
+	case LWS_CALLBACK_WSI_DESTROY:
+		/* Its end without a close callback (killed while connecting). */
+		if (r && r->up == wsi)
+			relay_up_gone(r, wsi, "closed while connecting");
 		return 0;
 	default:
 		break;

@@ -60,8 +60,8 @@ static int feed(const struct httpreq_rules *r, const char *in, size_t n, const s
 	size_t at = 0;
 	for (size_t i = 0; i <= ncuts && rc == 0; i++) {
 		size_t end = i < ncuts ? cuts[i] : n;
-		rc = httpreq_stream_feed(s, (const unsigned char *)in + at, end - at, sink_emit, out,
-					 &e);
+		rc = httpreq_stream_feed(s, (const unsigned char *)in + at, end - at, sink_emit,
+					 out, &e);
 		at = end;
 	}
 	httpreq_stream_free(s);
@@ -103,7 +103,8 @@ static char *expand(const char *in, size_t len, size_t *n)
 		bool done = false;
 		for (size_t k = 0; k < 3 && !done; k++) {
 			size_t fl = strlen(subs[k].from), tl = strlen(subs[k].to);
-			if (len - i >= fl && memcmp(in + i, subs[k].from, fl) == 0 && o + tl < cap) {
+			if (len - i >= fl && memcmp(in + i, subs[k].from, fl) == 0 &&
+			    o + tl < cap) {
 				memcpy(out + o, subs[k].to, tl);
 				o += tl;
 				i += fl;
@@ -161,8 +162,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(rc == 0);
 			CHECK(r.port == 3000 || r.port == CORE_CDP_PORT);
 			CHECK(strcmp(r.tag, FAKE_ID) == 0);
-			CHECK(r.port == 3000 ? strcmp(r.drop_cookie, PREVIEW_COOKIE) == 0
-					     : r.drop_origin && strncmp(r.strip_prefix, "/cdp/", 5) == 0);
+			CHECK(r.port == 3000
+				  ? strcmp(r.drop_cookie, PREVIEW_COOKIE) == 0
+				  : r.drop_origin && strncmp(r.strip_prefix, "/cdp/", 5) == 0);
 			if (r.on_close)
 				r.on_close(r.close_ctx, r.tag);
 		}
