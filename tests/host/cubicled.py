@@ -60,8 +60,9 @@ class Cubicled:
             raise RuntimeError("cubicled did not start: %r\n%s" % (line, self.read_log()))
         self.port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
         # Previews and CDP are relayed from a listener of their own.
-        m = re.search(r"previews tcp:[^:]+:(\d+)", line)
-        self.preview_port = int(m.group(1)) if m else None
+        m = re.search(r"previews tcp:([^:]+):(\d+)", line)
+        self.preview_host = m.group(1) if m else None
+        self.preview_port = int(m.group(2)) if m else None
         return self
 
     def read_log(self):
@@ -116,7 +117,7 @@ class Cubicled:
             rest = url_or_host.split("://", 1)[1]
             host, _, path = rest.partition("/")
             target = "/" + path
-        conn = http.client.HTTPConnection("127.0.0.1", self.preview_port, timeout=timeout)
+        conn = http.client.HTTPConnection(self.preview_host, self.preview_port, timeout=timeout)
         hdrs = {"Host": host}
         hdrs.update(headers or {})
         return http_call(conn, method, target, body, None, hdrs)
