@@ -123,6 +123,7 @@ int cdp_ensure(struct envd *env, json_t **out, struct err *e)
 			      "--no-default-browser-check",
 			      "--no-sandbox",
 			      "--password-store=basic",
+			      "--disable-gpu",
 			      "--disable-background-networking",
 			      "--disable-component-update",
 			      "--start-maximized",

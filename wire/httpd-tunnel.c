@@ -343,6 +343,15 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		if (!tn)
 			return -1;
 		if (!tn->connected) {
+			/* Writable can come with the error of a refused connect
+			 * (POLLOUT and POLLERR together): only no error is a
+			 * connection. */
+			int err = 0;
+			socklen_t el = sizeof err;
+			if (getsockopt(lws_get_socket_fd(wsi), SOL_SOCKET, SO_ERROR, &err, &el) <
+				0 ||
+			    err)
+				return -1; /* RAW_CLOSE says it was refused */
 			tn->connected = true;
 			if (tn->t.answer_seconds < 0)
 				lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
