@@ -115,9 +115,9 @@ test("a forged or expired preview URL shows a refusal page; another port is not 
 	let resp = await page.goto(forged);
 	assert.equal(resp.status(), 401);
 	assert.match(await page.textContent("h1"), /401/);
-	// The same token on another port's host.
-	const other = g.url.replace("5173-", "5174-");
-	resp = await page.goto(other);
+	// A token on another port's host.
+	const long = await api("POST", `/v1/computers/${sandbox}/previews`, { port: 5173 });
+	resp = await page.goto(long.url.replace("5173-", "5174-"));
 	assert.equal(resp.status(), 403);
 	// Once expired.
 	await until(async () => (await page.goto(g.url)).status() === 401, "the 1 s preview to expire", 10000);
@@ -164,8 +164,11 @@ test("CDP: connectOverCDP drives the desktop's browser, whose page the API's scr
 		}, "the page's magenta in a screenshot");
 		await decoder.close();
 		// The browser is the desktop's: its window is there for the live view.
-		const windows = await act(desktop, "list_windows");
-		assert.ok(windows.windows.some((w) => /chrom/i.test(`${w.class} ${w.title}`)), JSON.stringify(windows));
+		const windows = await act(desktop, "windows");
+		assert.ok(
+			windows.windows.some((w) => /chrom/i.test(`${w.app_class} ${w.title}`) && /cdp/.test(w.title)),
+			JSON.stringify(windows),
+		);
 	} finally {
 		await cdp.close();
 	}

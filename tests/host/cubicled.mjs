@@ -27,7 +27,7 @@ export class Cubicled {
 				"--state-dir",
 				this.state,
 				"--images",
-				path.join(build, "images"),
+				process.env.CUBICLE_IMAGES || path.join(build, "images"),
 				...this.args,
 			],
 			{ env: { ...process.env, CUBICLE_ADMIN_KEY: this.admin }, stdio: ["ignore", "pipe", "ignore"] },
