@@ -30,7 +30,9 @@ struct core_rt {
 	 * and the revocation of every port's tokens and CDP's (a stop). */
 	struct core_preview {
 		int port; /* 0: a free slot */
-		int64_t public_since_ms, public_until_ms, revoked_ms, expires_ms;
+		int64_t public_since_ms, public_until_ms, revoked_ms;
+		int64_t issued_ms;  /* its last token's issue time */
+		int64_t expires_ms; /* the latest expiry of its tokens: kept until then */
 	} previews[CORE_PREVIEW_PORTS];
 	int64_t previews_revoked_ms;
 	char cdp_path[100];	/* the browser's DevTools path, "" until core_cdp */

@@ -96,12 +96,14 @@ int core_preview_open(struct core *c, const char *id, const char *ws, int port, 
 			p->public_since_ms = *issued;
 			p->public_until_ms = expires_ms;
 		}
+		p->issued_ms = *issued;
 		if (expires_ms > p->expires_ms)
 			p->expires_ms = expires_ms;
 		snprintf(workspace, 40, "%s", r->ws);
 		snprintf(sp.computer, sizeof sp.computer, "%s", id);
 		sp.public_since_ms = public_ ? p->public_since_ms : 0;
 		sp.public_until_ms = public_ ? p->public_until_ms : 0;
+		sp.issued_ms = p->issued_ms;
 		sp.expires_ms = p->expires_ms;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -177,7 +179,7 @@ int core_previews_list(struct core *c, const char *id, const char *ws, json_t **
 		/* Tokens issued before a revocation are dead: a port whose last
 		 * token predates it has no preview left. */
 		if (!p->port ||
-		    (!pub && (p->expires_ms <= now || p->expires_ms <= core_preview_revoked(r, p))))
+		    (!pub && (p->expires_ms <= now || p->issued_ms <= core_preview_revoked(r, p))))
 			continue;
 		char when[32];
 		core_preview_when(pub && p->public_until_ms > p->expires_ms ? p->public_until_ms
@@ -333,6 +335,7 @@ static void core_preview_load(void *ctx, const struct store_preview *sp)
 			p->public_until_ms = sp->public_until_ms;
 			p->revoked_ms = sp->revoked_ms;
 			p->expires_ms = sp->expires_ms;
+			p->issued_ms = sp->issued_ms;
 		}
 	}
 	pthread_mutex_unlock(&c->lock);

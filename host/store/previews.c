@@ -9,18 +9,19 @@
 
 static const char SQL_PREVIEW_PUT[] =
     "INSERT INTO previews (computer, port, public_since_ms, public_until_ms, revoked_ms,"
-    " expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+    " expires_ms, issued_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
     " ON CONFLICT(computer, port) DO UPDATE SET"
     " public_since_ms = CASE WHEN excluded.public_until_ms > 0 THEN excluded.public_since_ms"
     "  WHEN excluded.revoked_ms >= public_since_ms THEN 0 ELSE public_since_ms END,"
     " public_until_ms = CASE WHEN excluded.public_until_ms > 0 THEN excluded.public_until_ms"
     "  WHEN excluded.revoked_ms >= public_since_ms THEN 0 ELSE public_until_ms END,"
     " revoked_ms = MAX(revoked_ms, excluded.revoked_ms),"
+    " issued_ms = MAX(issued_ms, excluded.issued_ms),"
     " expires_ms = MAX(expires_ms, excluded.expires_ms)";
 static const char SQL_PREVIEW_PRUNE[] = "DELETE FROM previews WHERE expires_ms < ?1";
 static const char SQL_PREVIEW_LIST[] =
-    "SELECT computer, port, public_since_ms, public_until_ms, revoked_ms, expires_ms"
-    " FROM previews";
+    "SELECT computer, port, public_since_ms, public_until_ms, revoked_ms, expires_ms,"
+    " issued_ms FROM previews";
 
 int store_preview_put(struct store *s, const struct store_preview *p, struct err *e)
 {
@@ -36,6 +37,7 @@ int store_preview_put(struct store *s, const struct store_preview *p, struct err
 		sqlite3_bind_int64(st, 4, p->public_until_ms);
 		sqlite3_bind_int64(st, 5, p->revoked_ms);
 		sqlite3_bind_int64(st, 6, p->expires_ms);
+		sqlite3_bind_int64(st, 7, p->issued_ms);
 		if (sqlite3_step(st) == SQLITE_DONE)
 			rc = 0;
 		else
@@ -83,6 +85,7 @@ int store_previews(struct store *s, int64_t now_ms,
 			p->public_until_ms = sqlite3_column_int64(st, 3);
 			p->revoked_ms = sqlite3_column_int64(st, 4);
 			p->expires_ms = sqlite3_column_int64(st, 5);
+			p->issued_ms = sqlite3_column_int64(st, 6);
 		}
 		if (rc == 0 && step != SQLITE_DONE)
 			rc = store_db_error(s, "reading previews", e);

@@ -267,13 +267,14 @@ struct store_preview {
 	int port;
 	int64_t public_since_ms, public_until_ms; /* public between these (0: not public) */
 	int64_t revoked_ms;			  /* tokens issued at or before are refused */
+	int64_t issued_ms;			  /* its last token's issue time */
 	int64_t expires_ms;			  /* the row goes then */
 };
 
 /*
  * Records p: a public span replaces the stored one when p has one (or
- * clears it when p->revoked_ms is later than its start), revoked_ms and
- * expires_ms only grow.
+ * clears it when p->revoked_ms is later than its start), revoked_ms,
+ * issued_ms and expires_ms only grow.
  */
 int store_preview_put(struct store *s, const struct store_preview *p, struct err *e);
 /* Prunes the rows expired at now_ms and calls fn for every other one. */

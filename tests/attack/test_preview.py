@@ -275,6 +275,23 @@ class Relay(unittest.TestCase):
                    timeout=10, what="the closed connections to free their places")
 
 
+class Restart(unittest.TestCase):
+    def test_revocations_and_public_ports_survive_kill9(self):
+        revoked = grant()
+        c = cookie_of(revoked["url"])
+        srv.ok("DELETE", "/v1/computers/%s/previews/8000" % cid, key=key)
+        public = grant(port=8000, public=True)
+        srv.kill9()
+        srv.restart()
+        wait_until(lambda: srv.req("GET", "/v1/computers/" + cid, key=key).json["state"] ==
+                   "running", 30, "the sandbox adopted")
+        r = srv.preview_get(host_of(revoked["url"]), "/echo", headers={"Cookie": c})
+        self.assertEqual(r.status, 403)
+        r = srv.preview_get(host_of(public["url"]), "/echo")
+        self.assertEqual(r.status, 200, r.body)
+        srv.ok("DELETE", "/v1/computers/%s/previews/8000" % cid, key=key)
+
+
 class Stopped(unittest.TestCase):
     def test_a_stopped_computers_preview_says_so_and_stays_revoked(self):
         other = srv.computer(key, kind="sandbox")["id"]

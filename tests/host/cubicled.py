@@ -76,7 +76,10 @@ class Cubicled:
         self.log.close()
 
     def restart(self):
-        """A new cubicled on the same state directory and port."""
+        """A new cubicled on the same state directory and ports (the API's
+        and the preview listener's: port + 1 may be anyone's by now)."""
+        if self.preview_port and "--preview-listen" not in self.args:
+            self.args += ["--preview-listen", "%s:%d" % (self.preview_host, self.preview_port)]
         return self.start(self.port)
 
     def stop(self, clean=True):
