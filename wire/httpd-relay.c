@@ -300,6 +300,7 @@ static void relay_start(struct relay *r)
 	    .host = r->r.host[0] ? r->r.host : NULL,
 	    .drop_origin = r->r.drop_origin,
 	    .strip_prefix = r->r.strip_prefix[0] ? r->r.strip_prefix : NULL,
+	    .drop_query = r->r.drop_query[0] ? r->r.drop_query : NULL,
 	};
 	r->rw = httpreq_stream_new(&rules);
 	if (!r->rw) {

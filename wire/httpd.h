@@ -217,6 +217,7 @@ struct httpd_relay {
 	char host[128];
 	bool drop_origin;
 	char strip_prefix[320];
+	char drop_query[32];
 	void (*on_close)(void *close_ctx, const char *tag); /* once, when a routed relay ends */
 	void *close_ctx;
 };

@@ -271,7 +271,7 @@ enum httpreq_state {
 #define HTTPREQ_MAX_LINE 1024 /* a chunk-size line, its extensions included */
 
 struct httpreq_stream {
-	char *drop_cookie, *host, *strip_prefix;
+	char *drop_cookie, *host, *strip_prefix, *drop_query;
 	bool drop_origin;
 	enum httpreq_state state;
 	char *buf; /* the head, chunk line or trailer being read */
@@ -290,9 +290,11 @@ struct httpreq_stream *httpreq_stream_new(const struct httpreq_rules *r)
 	s->drop_cookie = r && r->drop_cookie ? strdup(r->drop_cookie) : NULL;
 	s->host = r && r->host ? strdup(r->host) : NULL;
 	s->strip_prefix = r && r->strip_prefix && *r->strip_prefix ? strdup(r->strip_prefix) : NULL;
+	s->drop_query = r && r->drop_query ? strdup(r->drop_query) : NULL;
 	s->drop_origin = r && r->drop_origin;
 	bool lost = r && ((r->drop_cookie && !s->drop_cookie) || (r->host && !s->host) ||
-			  (r->strip_prefix && *r->strip_prefix && !s->strip_prefix));
+			  (r->strip_prefix && *r->strip_prefix && !s->strip_prefix) ||
+			  (r->drop_query && !s->drop_query));
 	if (!s->buf || lost) {
 		httpreq_stream_free(s);
 		return NULL;
@@ -308,6 +310,7 @@ void httpreq_stream_free(struct httpreq_stream *s)
 	free(s->drop_cookie);
 	free(s->host);
 	free(s->strip_prefix);
+	free(s->drop_query);
 	free(s);
 }
 
@@ -372,7 +375,16 @@ static int httpreq_rewrite(struct httpreq_stream *s, const struct httpreq_head *
 		if (tl == 0 || *t == '?')
 			httpreq_put(o, "/", 1);
 	}
+	char *without = NULL;
+	if (s->drop_query && memchr(t, '?', tl) && (without = malloc(tl + 1))) {
+		long n = httpreq_without_query(t, tl, s->drop_query, without, tl + 1);
+		if (n >= 0) {
+			t = without;
+			tl = (size_t)n;
+		}
+	}
 	httpreq_put(o, t, tl);
+	free(without);
 	httpreq_put(o, h->minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
 	bool host_done = false;
 	for (size_t i = 0; i < h->nheaders; i++) {

@@ -11,8 +11,8 @@
  * rather than guess where the next request starts.
  *
  * A stream (httpreq_stream_*) then follows every request on a connection:
- * each head is parsed and rewritten by the rules (a cookie removed, Host
- * replaced, Origin dropped, a path prefix stripped) and its body passed
+ * each head is parsed and rewritten by the rules (a cookie or a query
+ * parameter removed, Host replaced, Origin dropped, a path prefix stripped) and its body passed
  * through unchanged by its framing (Content-Length or chunked; both at once,
  * two different lengths or another transfer coding is malformed). After a
  * request that upgrades the connection (Upgrade, or CONNECT) every byte
@@ -82,6 +82,7 @@ struct httpreq_rules {
 	const char *host;	  /* replaces the Host header's value */
 	bool drop_origin;	  /* the Origin header goes */
 	const char *strip_prefix; /* removed from the start of a target that has it */
+	const char *drop_query;	  /* this query parameter is removed from targets */
 };
 
 struct httpreq_stream;

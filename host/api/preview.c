@@ -310,6 +310,7 @@ static int previews_route_port(struct previews *p, const struct httpreq_head *he
 	r->port = port;
 	snprintf(r->what, sizeof r->what, "port %d of computer %s", port, id);
 	snprintf(r->drop_cookie, sizeof r->drop_cookie, "%s", PREVIEW_COOKIE);
+	snprintf(r->drop_query, sizeof r->drop_query, "%s", PREVIEW_QUERY);
 	return previews_target(p, id, scope, have ? tc.expires : public_until / 1000, head, r, a);
 }
 

@@ -110,6 +110,13 @@ class Tokens(unittest.TestCase):
         self.assertNotIn(attrs[0].split("=", 1)[1], r.body.decode())
         self.assertEqual(r.json["target"], "/echo?x=1")
         self.assertEqual(seen["host"], host_of(g["url"]))
+        # A request with the token that is not a navigation (a POST, a
+        # WebSocket) goes straight through, the token taken out of its URL.
+        token = re.search(r"cubicle_token=([^&]+)", g["url"]).group(1)
+        r = srv.preview_get(host_of(g["url"]), "/echo?cubicle_token=%s&x=2" % token,
+                            method="POST", body=b"abc")
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual((r.json["target"], r.json["got"]), ("/echo?x=2", 3))
 
     def test_forged_and_expired_tokens_are_refused(self):
         g = grant()

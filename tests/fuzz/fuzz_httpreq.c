@@ -178,6 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    .host = rules & 2 ? "127.0.0.1:9222" : NULL,
 	    .drop_origin = rules & 4,
 	    .strip_prefix = rules & 8 ? "/cdp/x" : NULL,
+	    .drop_query = rules & 16 ? PREVIEW_QUERY : NULL,
 	};
 	struct sink whole = {0}, two = {0}, bytes = {0};
 	int rc1 = feed(&rs, in, n, NULL, 0, &whole);

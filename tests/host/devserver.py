@@ -147,8 +147,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
-        self.send(200, json.dumps({"got": len(body), "sha1": hashlib.sha1(body).hexdigest()}
-                                  ).encode(), "application/json")
+        self.send(200, json.dumps({"target": self.path, "got": len(body),
+                                   "sha1": hashlib.sha1(body).hexdigest()}).encode(),
+                  "application/json")
 
 
 def watch():

@@ -123,6 +123,15 @@ static void test_rewrite(void **state)
 	assert_string_equal(out.buf, "GET /devtools/browser/x HTTP/1.1\r\nHost: 127.0.0.1:9222\r\n"
 				     "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
 				     "\x81\x05hello GET /cdp/TOKEN HTTP/1.1\r\n");
+	/* A query parameter removed, the others kept. */
+	struct httpreq_rules q = {.drop_query = "cubicle_token"};
+	assert_int_equal(feed(&q,
+			      "GET /a?x=1&cubicle_token=T&y HTTP/1.1\r\n\r\n"
+			      "GET /?cubicle_token=T HTTP/1.1\r\n\r\n",
+			      2, &out),
+			 0);
+	out.buf[out.len] = 0;
+	assert_string_equal(out.buf, "GET /a?x=1&y HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n");
 	/* A prefix only counts as a whole path segment. */
 	assert_int_equal(feed(&cdp,
 			      "GET /cdp/TOKENX HTTP/1.1\r\n\r\nGET /cdp/TOKEN?a HTTP/1.0\r\n\r\n",
