@@ -287,8 +287,11 @@ static int previews_route_port(struct previews *p, const struct httpreq_head *he
 	if (query && previews_navigation(head)) {
 		/* The token becomes this host's cookie; the URL loses it. */
 		char target[HTTPREQ_MAX_HEAD];
+		/* A path on this host only: never "//elsewhere" (a browser reads
+		 * it as another host) nor an absolute URL. */
 		if (httpreq_without_query(head->target, head->target_len, PREVIEW_QUERY, target,
 					  sizeof target) < 0 ||
+		    target[0] != '/' || target[1] == '/' || target[1] == '\\' ||
 		    strpbrk(target, "\r\n"))
 			snprintf(target, sizeof target, "/");
 		a->status = 302;

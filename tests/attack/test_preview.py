@@ -101,6 +101,11 @@ class Tokens(unittest.TestCase):
         self.assertEqual(set(attrs[1:]) - {a for a in attrs[1:] if a.startswith("Max-Age=")},
                          {"Path=/", "HttpOnly", "SameSite=Lax"})
         self.assertFalse(any(a.lower().startswith("domain") for a in attrs))
+        # The redirect never leaves the host: not "//elsewhere", not a URL.
+        for target in ("//evil.example/x", "/\\evil.example", "http://evil.example/"):
+            r = srv.preview_get(host_of(g["url"]), target + "?cubicle_token=" +
+                                g["url"].split("cubicle_token=")[1])
+            self.assertEqual((r.status, r.headers["location"]), (302, "/"), target)
         # With the cookie the server answers; it never sees the cookie.
         r = srv.preview_get(host_of(g["url"]), "/echo?x=1", headers={
             "Cookie": "mine=1; %s; theirs=2" % attrs[0]})
