@@ -169,9 +169,11 @@ class TestByo(unittest.TestCase):
         # A preview of a server on the machine: one more stream of its link.
         with open(os.path.join(m.home, "hello.txt"), "w") as f:
             f.write("from the machine")
-        self.d.act(cid, "bash", {"command": "(setsid python3 -m http.server 8126 --bind "
-                                            "127.0.0.1 --directory %s >/dev/null 2>&1 &)"
-                                            % m.home}, key=self.key)
+        server = subprocess.Popen(["nsenter", "-t", self.ns, "-n", "python3", "-m", "http.server",
+                                   "8126", "--bind", "127.0.0.1", "--directory", m.home],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(server.wait)
+        self.addCleanup(server.kill)
         g = self.d.ok("POST", "/v1/computers/%s/previews" % cid, {"port": 8126}, key=self.key,
                       status=201)
         cookie = self.d.preview_get(g["url"]).headers["set-cookie"].split(";")[0]
