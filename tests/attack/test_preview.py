@@ -30,10 +30,14 @@ def setUpModule():
     global srv, key, other_key, cid
     srv = attack.Cubicled(["--public-previews", "--previews-per-computer", "6",
                            "--preview-idle", "3"]).start()
-    _, key = srv.workspace("previews")
-    _, other_key = srv.workspace("others")
-    cid = srv.computer(key, kind="sandbox")["id"]
-    start_devserver(srv, key, cid, 8000)
+    try:
+        _, key = srv.workspace("previews")
+        _, other_key = srv.workspace("others")
+        cid = srv.computer(key, kind="sandbox")["id"]
+        start_devserver(srv, key, cid, 8000)
+    except BaseException:
+        srv.stop()  # tearDownModule does not run when this fails
+        raise
 
 
 def tearDownModule():
