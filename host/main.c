@@ -63,6 +63,16 @@ static void main_usage(FILE *to)
 	      "  --stream-ttl-max S        longest stream token lifetime (default 600)\n"
 	      "  --stream-max S            longest an open stream lives (default 3600)\n"
 	      "  --streams-per-computer N  open streams one computer may have (default 8)\n"
+	      "  --preview-listen HOST:PORT  where previews and CDP are relayed from (default\n"
+	      "                            --listen's host and port + 1; off = none)\n"
+	      "  --preview-url URL         how browsers reach it: http(s)://DOMAIN[:PORT];\n"
+	      "                            previews are PORT-ID.DOMAIN (default\n"
+	      "                            http://localhost:<its port>)\n"
+	      "  --preview-ttl-max S       longest preview or CDP token lifetime (default 86400)\n"
+	      "  --previews-per-computer N  connections open through previews and CDP per\n"
+	      "                            computer (default 32)\n"
+	      "  --preview-idle S          such a connection idle this long ends (default 300)\n"
+	      "  --public-previews         workspace keys may make public previews (no token)\n"
 	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
 	      "                            besides cubicled's own (default none)\n"
 	      "  --run-cpu-ms MS           CPU time of a code run (default 100)\n"
@@ -213,7 +223,8 @@ static char *main_admin_key(const char *state_dir)
 
 int main(int argc, char **argv)
 {
-	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
+	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL,
+		   *preview_listen = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct runner_config rc = {0};
@@ -257,6 +268,12 @@ int main(int argc, char **argv)
 	    {"stream-max", required_argument, NULL, 'M'},
 	    {"streams-per-computer", required_argument, NULL, 0x5301},
 	    {"mcp-origins", required_argument, NULL, 'O'},
+	    {"preview-listen", required_argument, NULL, 0x5401},
+	    {"preview-url", required_argument, NULL, 0x5402},
+	    {"preview-ttl-max", required_argument, NULL, 0x5403},
+	    {"previews-per-computer", required_argument, NULL, 0x5404},
+	    {"preview-idle", required_argument, NULL, 0x5405},
+	    {"public-previews", no_argument, NULL, 0x5406},
 	    /* the code runner (docs/code-runner.md) */
 	    {"run-cpu-ms", required_argument, NULL, 1001},
 	    {"run-wall-ms", required_argument, NULL, 1002},
@@ -348,6 +365,26 @@ int main(int argc, char **argv)
 		case 0x5301:
 			streams_per_computer =
 			    (int)main_number(optarg, "--streams-per-computer", 1, 10000);
+			break;
+		case 0x5401:
+			preview_listen = optarg;
+			break;
+		case 0x5402:
+			ao.preview_url = optarg;
+			break;
+		case 0x5403:
+			ao.preview_ttl_max_s = (int)main_number(optarg, "--preview-ttl-max", 1,
+								CORE_PREVIEW_TOKEN_MAX_S);
+			break;
+		case 0x5404:
+			ao.previews_per_computer =
+			    (int)main_number(optarg, "--previews-per-computer", 1, 10000);
+			break;
+		case 0x5405:
+			ao.preview_idle_s = (int)main_number(optarg, "--preview-idle", 1, 86400);
+			break;
+		case 0x5406:
+			ao.public_previews = true;
 			break;
 		case 1001:
 			rc.cpu_ms = (int)main_number(optarg, "--run-cpu-ms", 1, 60000);
@@ -606,6 +643,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ao.listen = listen;
+	/* Previews beside the API: its host, the next port (any free one
+	 * when the API's is). */
+	char preview_default[300];
+	if (!preview_listen) {
+		const char *colon = strrchr(listen, ':');
+		long port = colon ? atol(colon + 1) : 8080;
+		snprintf(preview_default, sizeof preview_default, "%.*s:%ld",
+			 colon ? (int)(colon - listen) : 9, colon ? listen : "127.0.0.1",
+			 port ? port + 1 : 0);
+		preview_listen = preview_default;
+	}
+	ao.preview_listen = strcmp(preview_listen, "off") == 0 ? NULL : preview_listen;
 	ao.admin_key = admin;
 	ao.spool_dir = spool;
 	ao.stream_key = stream_key;
@@ -626,8 +675,9 @@ int main(int argc, char **argv)
 	sa.sa_handler = main_on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	printf("cubicled: listening on %s (images %s, state %s)\n", api_address(main_api),
-	       images_real, state_abs);
+	printf("cubicled: listening on %s (images %s, state %s, previews %s)\n",
+	       api_address(main_api), images_real, state_abs,
+	       *api_preview_address(main_api) ? api_preview_address(main_api) : "off");
 	fflush(stdout);
 	api_run(main_api);
 	signal(SIGTERM, SIG_IGN);

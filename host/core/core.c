@@ -452,6 +452,7 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
+	core_previews_down(c, sc->id);
 	/* Billing at the running rate ends when the stop is decided; the
 	 * workspace's stopped-computer limit is checked in the same
 	 * transaction, so concurrent stops never pass it together. */
@@ -486,6 +487,7 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
+	core_previews_down(c, sc->id);
 	if (core_set_state_billed(c, sc, COMPUTER_DELETING, NULL, NULL, clock_wall_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
@@ -521,6 +523,7 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 		return;
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
+	core_previews_down(c, sc->id);
 	/* Billing ends now; it is written with the error state below (a crash
 	 * in between is finished by recovery, which ends it at the last tick). */
 	int64_t end = clock_wall_ms();
@@ -1206,7 +1209,7 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	drivers_probe();
 	if (core_stats_open(c, e) < 0 || core_recover(c, e) < 0 ||
 	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||
-	    pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
+	    core_previews_load(c, e) < 0 || pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])
 			err_set(e, ERR_INTERNAL, "cannot start the core");

@@ -96,8 +96,9 @@ set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/r
 	${API}/metrics.c
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
 	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/stream.c
-	${API}/rfbfilter.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
-	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c ${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c)
+	${API}/rfbfilter.c ${API}/preview.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
+	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c ${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c
+	${CMAKE_SOURCE_DIR}/wire/httpd-relay.c ${CMAKE_SOURCE_DIR}/wire/httpreq.c)
 # api.c is included by apihost.h (its router and handlers are static).
 foreach(h api mcp computeruse)
 	cubicle_fuzzer(${h} SOURCES ${API_HOST_SRC} INCLUDED ${API}/api.c
@@ -106,6 +107,13 @@ endforeach()
 
 # The link of a machine you bring (wire/mux.c), from either side.
 cubicle_fuzzer(mux SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/mux.c LIBS jansson libcrypto)
+
+# The preview listener: request heads and streams (wire/httpreq.c) and the
+# relay router (host/api/preview.c), with the fake core.
+cubicle_fuzzer(httpreq SOURCES ${FUZZ_DIR}/fakecore.c ${API}/preview.c ${WIRE_SRC}
+	${CMAKE_SOURCE_DIR}/wire/httpreq.c ${CMAKE_SOURCE_DIR}/wire/httpd.c
+	${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c ${CMAKE_SOURCE_DIR}/wire/httpd-relay.c
+	LIBS jansson libcrypto libwebsockets DEPENDS cubicled)
 
 # Template recipes (issue: templates) are being written: their harness goes
 # here, as cubicle_fuzzer(recipe ...), with seeds in corpus/recipe
