@@ -159,6 +159,9 @@ void api_stream(void *ctx, struct httpd_request *req,
 		struct httpd_response *resp); /* POST /v1/computers/{id}/stream */
 void api_stream_revoke(void *ctx, struct httpd_request *req,
 		       struct httpd_response *resp); /* POST /v1/computers/{id}/stream/revoke */
+void api_recordings(void *ctx, struct httpd_request *req,
+		    struct httpd_response *resp); /* /v1/computers/{id}/recordings[/{rid}[/stop|
+						     /actions]] (recordings.c) */
 void api_embed(void *ctx, struct httpd_request *req,
 	       struct httpd_response *resp); /* GET /embed/... (no key: the token is in the URL) */
 

@@ -228,7 +228,8 @@ static int webm_drain(struct webm *w, char *why, size_t len)
 		w->pkt->data = p->data.frame.buf;
 		w->pkt->size = (int)p->data.frame.sz;
 		w->pkt->pts = w->pkt->dts = p->data.frame.pts;
-		w->pkt->duration = 1;
+		w->pkt->duration =
+		    0; /* a frame lasts until the next (a still screen is one frame held) */
 		w->pkt->stream_index = 0;
 		if (p->data.frame.flags & VPX_FRAME_IS_KEY)
 			w->pkt->flags |= AV_PKT_FLAG_KEY;
