@@ -121,6 +121,16 @@ static const struct mcp_param p_stream[] = {
     {"view_only", T_BOOL, 0, 0, NULL, false, "Watch only: input is dropped (default false)."},
     {0}};
 
+static const struct mcp_param p_rec_start[] = {
+    {"keep", T_BOOL, 0, 0, NULL, false,
+     "Keep the recording after the computer is deleted (default false)."},
+    {0}};
+static const struct mcp_param p_rec_stop[] = {
+    {"recording_id", T_STR, 0, 0, NULL, true, "The recording's id (rec-...)."},
+    {"keep", T_BOOL, 0, 0, NULL, false,
+     "Keep the recording after the computer is deleted (default: unchanged)."},
+    {0}};
+
 /* ---- tool calls that are not one envd action ------------------------------------ */
 
 static const char *mcp_id(const json_t *args)
@@ -207,6 +217,31 @@ static int mcp_stream_url(const struct mcp_caller *c, const struct mcp_tool *t, 
 	return streams_grant(c->streams, mcp_id(args), c->ws, c->host, ttl, view, result, e);
 }
 
+/* Recordings (docs/api.md, "Recordings"): the body is the tool's arguments
+ * but the ids. */
+static int mcp_start_recording(const struct mcp_caller *c, const struct mcp_tool *t,
+			       const json_t *args, json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", NULL};
+	json_t *p = mcp_without(args, ours);
+	int rc = core_recording_start(c->core, mcp_id(args), c->ws, p, result, e);
+	json_decref(p);
+	return rc;
+}
+
+static int mcp_stop_recording(const struct mcp_caller *c, const struct mcp_tool *t,
+			      const json_t *args, json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", "recording_id", NULL};
+	json_t *p = mcp_without(args, ours);
+	const char *rid = json_string_value(json_object_get(args, "recording_id"));
+	int rc = core_recording_stop(c->core, mcp_id(args), c->ws, rid ? rid : "", p, result, e);
+	json_decref(p);
+	return rc;
+}
+
 /* POST /v1/run: a snippet in a fresh sandbox (docs/code-runner.md). */
 static const struct mcp_param p_run_code[] = {
     {"language", T_ENUM, 0, 0, "python|javascript", true,
@@ -287,6 +322,14 @@ static const struct mcp_tool mcp_tools[] = {
     {"stream_url",
      "A URL to watch (or control) the desktop live in a browser, and its WebSocket URL.", p_stream,
      COMPUTER, mcp_stream_url},
+    {"start_recording",
+     "Start recording the desktop's screen (a WebM video, and the track of every action run "
+     "meanwhile) so a person can watch what was done. Returns the recording's id.",
+     p_rec_start, COMPUTER, mcp_start_recording},
+    {"stop_recording",
+     "Stop a recording; the video and its action track can then be downloaded through the "
+     "REST API (GET /v1/computers/{id}/recordings/{rid}).",
+     p_rec_stop, COMPUTER, mcp_stop_recording},
     {"run_code",
      "Run a short Python or JavaScript snippet in a fresh isolated sandbox, no computer needed: "
      "its stdout, stderr, exit_code and error (exception, cpu_limit, memory_limit, timeout, "
