@@ -213,8 +213,8 @@ static void rec_parse_done(const char *line, struct store_recording *row)
 	long long duration = 0;
 	char reason[32] = "";
 	int used = 0;
-	if (sscanf(line, "done %llu %llu %lld %31s %n", &frames, &bytes, &duration, reason,
-		   &used) < 4) {
+	if (sscanf(line, "done %llu %llu %lld %31s %n", &frames, &bytes, &duration, reason, &used) <
+	    4) {
 		snprintf(row->reason, sizeof row->reason, "error");
 		snprintf(row->error, sizeof row->error, "the recorder ended without saying why");
 		return;
@@ -313,8 +313,9 @@ static int rec_connect(const char *path, struct err *e)
 	int soerr = 0;
 	socklen_t sl = sizeof soerr;
 	if (poll(&p, 1, 5000) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 ||
-	    soerr != 0 || send(fd, REC_PREAMBLE, strlen(REC_PREAMBLE), MSG_NOSIGNAL) !=
-			      (ssize_t)strlen(REC_PREAMBLE)) {
+	    soerr != 0 ||
+	    send(fd, REC_PREAMBLE, strlen(REC_PREAMBLE), MSG_NOSIGNAL) !=
+		(ssize_t)strlen(REC_PREAMBLE)) {
 		close(fd);
 		return err_set(e, ERR_UNAVAILABLE, "the computer's screen does not answer");
 	}
@@ -330,10 +331,20 @@ static pid_t rec_spawn(struct core *c, int rfb, int out, int ctl_r, int status_w
 	snprintf(maxs, sizeof maxs, "%d", c->cfg.record_max_s);
 	snprintf(maxb, sizeof maxb, "%llu", (unsigned long long)c->cfg.record_max_bytes);
 	snprintf(uid, sizeof uid, "%u", (unsigned)c->cfg.record_uid);
-	char *const argv[] = {"cubicle-record", "--fps",       fps,   "--max-seconds",
-			      maxs,		"--max-bytes", maxb,  "--encodings",
-			      (char *)encodings, "--uid",      uid,   "--gid",
-			      uid,		NULL};
+	char *const argv[] = {"cubicle-record",
+			      "--fps",
+			      fps,
+			      "--max-seconds",
+			      maxs,
+			      "--max-bytes",
+			      maxb,
+			      "--encodings",
+			      (char *)encodings,
+			      "--uid",
+			      uid,
+			      "--gid",
+			      uid,
+			      NULL};
 	pid_t pid = fork();
 	if (pid < 0)
 		return err_set(e, ERR_INTERNAL, "fork: %s", strerror(errno));
@@ -377,8 +388,9 @@ int core_recording_start(struct core *c, const char *id, const char *ws, const j
 	if (rec_keep_param(params, &keep, &given, e) < 0)
 		return -1;
 	if (!c->cfg.recorder || !c->cfg.recorder[0] || access(c->cfg.recorder, X_OK) < 0)
-		return err_set(e, ERR_UNAVAILABLE, "recordings are off: no cubicle-record beside "
-						   "cubicled");
+		return err_set(e, ERR_UNAVAILABLE,
+			       "recordings are off: no cubicle-record beside "
+			       "cubicled");
 	/* The computer: running, with a screen, the caller's. */
 	char vnc[320], cws[40], address[320];
 	bool byo = false;
@@ -388,11 +400,12 @@ int core_recording_start(struct core *c, const char *id, const char *ws, const j
 	if (!rt || (ws && strcmp(rt->ws, ws) != 0))
 		rc = err_set(e, ERR_NOT_FOUND, "no computer %.40s", id);
 	else if (strcmp(rt->kind, "desktop") != 0)
-		rc = err_set(e, ERR_CONFLICT, "computer %s is a sandbox: it has no screen to record",
-			     id);
+		rc = err_set(e, ERR_CONFLICT,
+			     "computer %s is a sandbox: it has no screen to record", id);
 	else if (rt->state != COMPUTER_RUNNING || !rt->vnc[0])
-		rc = err_set(e, ERR_CONFLICT, "computer %s is %s, not running: only a running "
-					      "desktop is recorded",
+		rc = err_set(e, ERR_CONFLICT,
+			     "computer %s is %s, not running: only a running "
+			     "desktop is recorded",
 			     id, computer_state_name(rt->state));
 	if (rc == 0) {
 		snprintf(vnc, sizeof vnc, "%s", rt->vnc);
@@ -454,9 +467,8 @@ int core_recording_start(struct core *c, const char *id, const char *ws, const j
 	rec_name(name, sizeof name, row->id, "webm");
 	out_fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	rec_name(name, sizeof name, row->id, "actions");
-	rec->actions = openat(dfd, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW |
-					     O_CLOEXEC,
-			      0600);
+	rec->actions = openat(
+	    dfd, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out_fd < 0 || rec->actions < 0) {
 		err_set(e, errno == ENOSPC ? ERR_NO_SPACE : ERR_INTERNAL,
 			"cannot create the recording's files: %s", strerror(errno));
@@ -488,8 +500,8 @@ int core_recording_start(struct core *c, const char *id, const char *ws, const j
 	long long t0_ns = 0;
 	int w = 0, h = 0;
 	if (rec_line(rec->status, line, sizeof line, clock_now_ms() + REC_READY_MS) < 0 ||
-	    sscanf(line, "ready %lld %d %d", &t0_ns, &w, &h) != 3 || t0_ns <= 0 || w < 1 ||
-	    h < 1 || w > 4096 || h > 4096) {
+	    sscanf(line, "ready %lld %d %d", &t0_ns, &w, &h) != 3 || t0_ns <= 0 || w < 1 || h < 1 ||
+	    w > 4096 || h > 4096) {
 		char why[320] = "";
 		int used = 0;
 		char reason[32];
@@ -631,8 +643,7 @@ int core_recording_stop(struct core *c, const char *id, const char *ws, const ch
 	return 0;
 }
 
-int core_recording_list(struct core *c, const char *id, const char *ws, json_t **out,
-			struct err *e)
+int core_recording_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
 {
 	struct store_recording *all;
 	size_t n;
@@ -772,8 +783,7 @@ static json_t *rec_sanitize(json_t *v, int depth)
 		json_t *o = json_object();
 		const char *k;
 		json_t *x;
-		json_object_foreach(v, k, x)
-		json_object_set_new(o, k, rec_sanitize(x, depth + 1));
+		json_object_foreach(v, k, x) json_object_set_new(o, k, rec_sanitize(x, depth + 1));
 		return o;
 	}
 	if (json_is_array(v)) {
@@ -822,11 +832,12 @@ void core_recordings_note(struct core *c, const char *id, const char *action, co
 			continue;
 		int64_t at = t_start_us - r->t0_us;
 		char *line = NULL;
-		int n = asprintf(&line,
-				 "{\"t_ms\":%lld,\"duration_ms\":%lld,\"action\":\"%s\","
-				 "\"params\":%s,\"status\":%d}\n",
-				 (long long)(at > 0 ? at / 1000 : 0),
-				 (long long)((t_end_us - t_start_us) / 1000), action, ptext, status);
+		int n =
+		    asprintf(&line,
+			     "{\"t_ms\":%lld,\"duration_ms\":%lld,\"action\":\"%s\","
+			     "\"params\":%s,\"status\":%d}\n",
+			     (long long)(at > 0 ? at / 1000 : 0),
+			     (long long)((t_end_us - t_start_us) / 1000), action, ptext, status);
 		if (n > 0 && write(r->actions, line, (size_t)n) == n)
 			r->track_bytes += (uint64_t)n;
 		else
@@ -886,8 +897,8 @@ int core_recordings_recover(struct core *c, struct err *e)
 	size_t n;
 	if (store_recordings_find(c->store, NULL, NULL, "recording", 0, &all, &n, e) < 0)
 		return -1;
-	/* Their recorders died with the cubicled before (SIGTERM on its death:
-	 * they finished their files if they could). */
+	/* Their recorders ended with the cubicled before (its death closed
+	 * their control pipes: they finished their files if they could). */
 	for (size_t i = 0; i < n; i++) {
 		struct store_recording *r = &all[i];
 		char path[900];

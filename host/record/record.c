@@ -613,7 +613,9 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	prctl(PR_SET_PDEATHSIG, SIGTERM); /* cubicled died: finish the file */
+	/* No PR_SET_PDEATHSIG: its "parent" is the thread that forked, a
+	 * request's worker that ends at once. cubicled's death closes fd 5,
+	 * whose EOF ends the recording with its file finished. */
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = record_on_term;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #define REC_COLS                                                                                   \
-	"id, computer, workspace, state, keep, started_ms, stopped_ms, duration_ms, bytes, "     \
+	"id, computer, workspace, state, keep, started_ms, stopped_ms, duration_ms, bytes, "       \
 	"frames, actions, width, height, reason, error"
 
 static const char SQL_INSERT[] = "INSERT INTO recordings (" REC_COLS ") VALUES (?1, ?2, ?3, ?4,"
@@ -150,9 +150,9 @@ static int rec_query(struct store *s, const char *id, const char *computer, cons
 	return rc;
 }
 
-int store_recordings_find(struct store *s, const char *computer, const char *ws,
-			  const char *state, int64_t kept_before_ms, struct store_recording **out,
-			  size_t *n, struct err *e)
+int store_recordings_find(struct store *s, const char *computer, const char *ws, const char *state,
+			  int64_t kept_before_ms, struct store_recording **out, size_t *n,
+			  struct err *e)
 {
 	return rec_query(s, NULL, computer, ws, state, kept_before_ms, out, n, e);
 }
@@ -176,12 +176,11 @@ int store_recording_get(struct store *s, const char *id, const char *computer, c
 json_t *store_recording_json(const struct store_recording *r)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:i, s:i}", "id",
-			      r->id, "computer_id", r->computer, "workspace", r->workspace,
-			      "state", r->state, "keep", r->keep, "started_at",
-			      (json_int_t)r->started_ms, "duration_ms", (json_int_t)r->duration_ms,
-			      "bytes", (json_int_t)r->bytes, "frames", (json_int_t)r->frames,
-			      "actions", (json_int_t)r->actions, "width", r->width, "height",
-			      r->height);
+			      r->id, "computer_id", r->computer, "workspace", r->workspace, "state",
+			      r->state, "keep", r->keep, "started_at", (json_int_t)r->started_ms,
+			      "duration_ms", (json_int_t)r->duration_ms, "bytes",
+			      (json_int_t)r->bytes, "frames", (json_int_t)r->frames, "actions",
+			      (json_int_t)r->actions, "width", r->width, "height", r->height);
 	if (!j)
 		return NULL;
 	json_object_set_new(j, "stopped_at",

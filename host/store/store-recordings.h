@@ -15,8 +15,8 @@
 
 struct store_recording {
 	char id[40], computer[40], workspace[40];
-	char state[16]; /* "recording", "stopped" or "failed" */
-	bool keep;	/* outlives its computer (until the retention rule) */
+	char state[16];			/* "recording", "stopped" or "failed" */
+	bool keep;			/* outlives its computer (until the retention rule) */
 	int64_t started_ms, stopped_ms; /* Unix ms; stopped 0 while recording */
 	int64_t duration_ms;
 	uint64_t bytes, frames, actions;
@@ -36,9 +36,9 @@ int store_recording_delete(struct store *s, const char *id, struct err *e);
  * in state (NULL = any); kept ones that stopped before kept_before_ms only
  * when that is > 0.
  */
-int store_recordings_find(struct store *s, const char *computer, const char *ws,
-			  const char *state, int64_t kept_before_ms, struct store_recording **out,
-			  size_t *n, struct err *e);
+int store_recordings_find(struct store *s, const char *computer, const char *ws, const char *state,
+			  int64_t kept_before_ms, struct store_recording **out, size_t *n,
+			  struct err *e);
 
 /* One by id, of computer and workspace ws (NULL = any): ERR_NOT_FOUND else. */
 int store_recording_get(struct store *s, const char *id, const char *computer, const char *ws,
