@@ -10,7 +10,9 @@ real cubicled and cubicle-record.
 - an update of more pixels than four screens: likewise;
 - garbage after the handshake: the recording ends (source_ended);
 - the recorder that reads these bytes runs as the unprivileged uid, with
-  no_new_privs and a seccomp filter, and cubicled answers everyone meanwhile.
+  no_new_privs and a seccomp filter, and cubicled answers everyone meanwhile;
+- a kill -9 of cubicled mid-recording loses nothing: the recorder finishes
+  the file, and the restarted cubicled shows it stopped, with its track.
 """
 
 import os
@@ -198,6 +200,32 @@ class Hostile(unittest.TestCase):
             r = ended(rid)
         self.assertEqual(r["reason"], "source_ended")
         still_answering()
+        srv.ok("DELETE", "/v1/computers/%s/recordings/%s" % (desk["id"], rid), key=key)
+
+    def test_z_a_crash_of_cubicled_finishes_the_file(self):
+        rid = srv.ok("POST", "/v1/computers/%s/recordings" % desk["id"], {}, key=key,
+                     status=201)["id"]
+        srv.act(desk["id"], "move_cursor", {"x": 20, "y": 30}, key=key)
+        recorder = [p for p in os.listdir("/proc") if p.isdigit() and self.is_recorder(p)]
+        self.assertEqual(len(recorder), 1)
+        srv.kill9()
+        # Its control pipe closed with cubicled: the recorder finishes the
+        # file and exits (it is the host's init's child now).
+        wait_until(lambda: not os.path.exists("/proc/" + recorder[0]), 30,
+                   "the recorder to end")
+        srv.restart()
+        r = next(x for x in recordings() if x["id"] == rid)
+        self.assertEqual((r["state"], r["reason"]), ("stopped", "error"))
+        self.assertIn("cubicled stopped during the recording", r["error"])
+        f = srv.req("GET", "/v1/computers/%s/recordings/%s" % (desk["id"], rid), key=key)
+        self.assertEqual(f.status, 200)
+        self.assertEqual(len(f.body), r["bytes"])
+        self.assertGreater(r["bytes"], 1000)
+        # Finished: the trailer's cues are there (a cut file has none).
+        self.assertIn(b"\x1c\x53\xbb\x6b", f.body)  # the Cues element's id
+        track = srv.ok("GET", "/v1/computers/%s/recordings/%s/actions" % (desk["id"], rid),
+                       key=key)["actions"]
+        self.assertEqual([a["action"] for a in track], ["move_cursor"])
         srv.ok("DELETE", "/v1/computers/%s/recordings/%s" % (desk["id"], rid), key=key)
 
     @staticmethod
