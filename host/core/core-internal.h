@@ -132,10 +132,13 @@ static inline bool core_is_byo(const struct store_computer *sc)
 }
 
 /* recordings.c: an action ran on computer id (its body, the answer's HTTP
- * status, its start and end on CLOCK_MONOTONIC in µs): a line of the track
- * of every recording of it. Costs an atomic read when nothing records. */
+ * status, its start and end on CLOCK_MONOTONIC in µs, envd's answer or
+ * NULL): a line of the track of every recording of it, and, when the
+ * answer says where the pointer is ("x", "y"), the recorder is told, to
+ * draw the cursor there. Costs an atomic read when nothing records. */
 void core_recordings_note(struct core *c, const char *id, const char *action, const char *body,
-			  size_t len, int status, int64_t t_start_us, int64_t t_end_us);
+			  size_t len, int status, int64_t t_start_us, int64_t t_end_us,
+			  const struct envd_reply *reply);
 /* The computer stops or goes away: its recordings end (their files
  * finished); deleting also removes those not kept. */
 void core_recordings_end(struct core *c, const char *id, bool deleting);

@@ -115,7 +115,8 @@ int core_action(struct core *c, const char *id, const char *ws, const char *acti
 			     core_action_deadline(action, body, len), r, e);
 	core_count(c, rc < 0 || r->status >= 500);
 	core_recordings_note(c, id, action, body, len,
-			     rc < 0 ? err_http_status(e->code) : r->status, t0, clock_now_us());
+			     rc < 0 ? err_http_status(e->code) : r->status, t0, clock_now_us(),
+			     rc < 0 ? NULL : r);
 	if (rc == 0 && r->status == 200 && strcmp(action, "set_screen_size") == 0)
 		core_note_resolution(c, id, ws, r);
 	return rc;

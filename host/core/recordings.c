@@ -479,7 +479,8 @@ int core_recording_start(struct core *c, const char *id, const char *ws, const j
 	inserted = true;
 	if ((rfb = rec_connect(vnc, e)) < 0)
 		goto fail;
-	if (pipe2(ctl, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0) {
+	if (pipe2(ctl, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0 ||
+	    fcntl(ctl[1], F_SETFL, O_NONBLOCK) < 0) {
 		err_set(e, ERR_INTERNAL, "pipe: %s", strerror(errno));
 		goto fail;
 	}
@@ -803,8 +804,29 @@ static json_t *rec_sanitize(json_t *v, int depth)
 	return json_deep_copy(v);
 }
 
+/* Where envd's answer says the pointer is ({"x", "y"} of a pointer
+ * action): true with them. */
+static bool rec_pointer(const struct envd_reply *reply, int *x, int *y)
+{
+	if (!reply || reply->status != 200 || !reply->body ||
+	    strncmp(reply->content_type, "application/json", 16) != 0)
+		return false;
+	json_t *j = json_loadb(reply->body, reply->body_len, 0, NULL);
+	json_t *jx = json_object_get(j, "x"), *jy = json_object_get(j, "y");
+	bool ok = json_is_integer(jx) && json_is_integer(jy) && json_integer_value(jx) >= 0 &&
+		  json_integer_value(jy) >= 0 && json_integer_value(jx) < 65536 &&
+		  json_integer_value(jy) < 65536;
+	if (ok) {
+		*x = (int)json_integer_value(jx);
+		*y = (int)json_integer_value(jy);
+	}
+	json_decref(j);
+	return ok;
+}
+
 void core_recordings_note(struct core *c, const char *id, const char *action, const char *body,
-			  size_t len, int status, int64_t t_start_us, int64_t t_end_us)
+			  size_t len, int status, int64_t t_start_us, int64_t t_end_us,
+			  const struct envd_reply *reply)
 {
 	if (__atomic_load_n(&c->nrecs, __ATOMIC_RELAXED) == 0)
 		return;
@@ -823,10 +845,20 @@ void core_recordings_note(struct core *c, const char *id, const char *action, co
 	json_decref(params);
 	if (!ptext)
 		return;
+	int px = 0, py = 0;
+	char pointer[48] = "";
+	if (rec_pointer(reply, &px, &py))
+		snprintf(pointer, sizeof pointer, "pointer %d %d\n", px, py);
 	pthread_mutex_lock(&c->rec_lock);
 	for (struct core_rec *r = c->recs; r; r = r->next) {
 		if (!r->live || strcmp(r->row.computer, id) != 0 || r->actions < 0)
 			continue;
+		/* The control pipe is non-blocking: a recorder that does not read
+		 * loses a pointer move, never holds this thread. */
+		if (pointer[0] && r->ctl >= 0 &&
+		    write(r->ctl, pointer, strlen(pointer)) != (ssize_t)strlen(pointer)) {
+			/* dropped */
+		}
 		r->row.actions++;
 		if (r->track_bytes >= REC_TRACK_MAX)
 			continue;

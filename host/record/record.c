@@ -9,8 +9,9 @@
  *   fd 3  the computer's RFB socket, connected, the gateway's mode line
  *         ("cubicle-viewer view") already sent: this is a view-only viewer
  *   fd 4  the WebM file (read-write, seekable, empty)
- *   fd 5  the control pipe: EOF (cubicled closed it, or died) ends the
- *         recording, as does SIGTERM
+ *   fd 5  the control pipe: "pointer X Y" lines (where the API last put the
+ *         pointer); EOF (cubicled closed it, or died) ends the recording, as
+ *         does SIGTERM
  *   fd 1  status lines for cubicled, "ready T0_NS WIDTH HEIGHT" once the
  *         first frame is in, and at the end
  *         "done FRAMES BYTES DURATION_MS REASON MESSAGE..." (REASON: stopped,
@@ -34,6 +35,12 @@
  * so a still screen costs nothing and is one frame held. At the end the last
  * picture is sent once more, stamped with the end, so the file lasts as
  * long as the recording did.
+ *
+ * The cursor. The RFB server draws a cursor where its viewers last pointed,
+ * not where the agent did (the API moves the pointer through XTest), so the
+ * recorder takes the cursor's shape (RichCursor) and draws it itself where
+ * cubicled says the pointer is (fd 5): a pointer that moves is a frame too,
+ * within the same --fps.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +82,8 @@
 #define RECORD_MIN_FREE (1u << 20)
 /* How long the first frame may take to come. */
 #define RECORD_FIRST_MS 10000
+/* The largest cursor drawn (bigger shapes are not drawn). */
+#define RECORD_CURSOR_MAX 128
 
 struct rec {
 	int fps;
@@ -99,6 +108,17 @@ struct rec {
 	int64_t update_ns;	       /* ... when */
 	int64_t next_req_ns;	       /* when the next request may go */
 	int64_t last_pts;
+	int64_t last_enc_ns; /* when the last frame was encoded */
+
+	/* The cursor (its shape from the server, its place from cubicled). */
+	uint8_t cur_px[RECORD_CURSOR_MAX * RECORD_CURSOR_MAX * 4];
+	uint8_t cur_mask[RECORD_CURSOR_MAX * RECORD_CURSOR_MAX];
+	uint8_t under[RECORD_CURSOR_MAX * RECORD_CURSOR_MAX * 4];
+	int cur_w, cur_h, cur_hx, cur_hy; /* cur_w 0: no shape to draw */
+	int ptr_x, ptr_y;
+	bool ptr_known;
+	char ctl[128]; /* a control line being read */
+	size_t ctl_len;
 
 	char reason[32];
 	char message[300];
@@ -351,6 +371,27 @@ static void record_update_done(rfbClient *cl)
 	r->update_px = 0;
 }
 
+/* A new cursor shape (RichCursor): pixels in our format, a byte of mask
+ * per pixel; kept when it fits RECORD_CURSOR_MAX. */
+static void record_cursor_shape(rfbClient *cl, int xhot, int yhot, int w, int h, int bpp)
+{
+	struct rec *r = record_of(cl);
+	r->cur_w = 0;
+	if (bpp != 4 || w < 1 || h < 1 || w > RECORD_CURSOR_MAX || h > RECORD_CURSOR_MAX ||
+	    !cl->rcSource || !cl->rcMask)
+		return;
+	memcpy(r->cur_px, cl->rcSource, (size_t)w * (size_t)h * 4);
+	memcpy(r->cur_mask, cl->rcMask, (size_t)w * (size_t)h);
+	r->cur_w = w;
+	r->cur_h = h;
+	r->cur_hx = xhot < w ? xhot : w - 1;
+	r->cur_hy = yhot < h ? yhot : h - 1;
+	if (r->ptr_known && !r->have_update) {
+		r->have_update = true; /* the shape changed: a frame */
+		r->update_ns = record_now_ns();
+	}
+}
+
 static int record_rfb_open(struct rec *r)
 {
 	rfbClientLog = rfbClientErr = record_log_quiet;
@@ -366,6 +407,7 @@ static int record_rfb_open(struct rec *r)
 	cl->MallocFrameBuffer = record_fb_alloc;
 	cl->GotFrameBufferUpdate = record_got_rect;
 	cl->FinishedFrameBufferUpdate = record_update_done;
+	cl->GotCursorShape = record_cursor_shape;
 	cl->canHandleNewFBSize = TRUE;
 	/* The cursor as a shape, not drawn into the pictures: the server would
 	 * draw it where a viewer last pointed, not where the agent did. */
@@ -388,7 +430,7 @@ static int record_rfb_open(struct rec *r)
 
 /* The screen as the recording's picture (cropped or padded when the
  * screen changed size since the start). */
-static const uint8_t *record_picture(struct rec *r, size_t *stride)
+static uint8_t *record_picture(struct rec *r, size_t *stride)
 {
 	rfbClient *cl = r->cl;
 	if (cl->width == r->out_w && cl->height == r->out_h) {
@@ -404,15 +446,62 @@ static const uint8_t *record_picture(struct rec *r, size_t *stride)
 	return r->canvas;
 }
 
+/* The cursor's rectangle on the picture, clipped: false when none shows. */
+static bool record_cursor_rect(const struct rec *r, int *x0, int *y0, int *cx, int *cy, int *w,
+			       int *h)
+{
+	if (!r->cur_w || !r->ptr_known)
+		return false;
+	*x0 = r->ptr_x - r->cur_hx;
+	*y0 = r->ptr_y - r->cur_hy;
+	*cx = *x0 < 0 ? -*x0 : 0; /* the first of the cursor's columns shown */
+	*cy = *y0 < 0 ? -*y0 : 0;
+	*w = r->cur_w - *cx;
+	*h = r->cur_h - *cy;
+	*x0 += *cx;
+	*y0 += *cy;
+	if (*x0 + *w > r->out_w)
+		*w = r->out_w - *x0;
+	if (*y0 + *h > r->out_h)
+		*h = r->out_h - *y0;
+	return *w > 0 && *h > 0;
+}
+
+/* Draws the cursor into pic (saving what it covers), or puts that back. */
+static void record_cursor_draw(struct rec *r, uint8_t *pic, size_t stride, bool restore)
+{
+	int x0, y0, cx, cy, w, h;
+	if (!record_cursor_rect(r, &x0, &y0, &cx, &cy, &w, &h))
+		return;
+	for (int y = 0; y < h; y++) {
+		uint8_t *row = pic + (size_t)(y0 + y) * stride + (size_t)x0 * 4;
+		uint8_t *save = r->under + (size_t)y * RECORD_CURSOR_MAX * 4;
+		if (restore) {
+			memcpy(row, save, (size_t)w * 4);
+			continue;
+		}
+		memcpy(save, row, (size_t)w * 4);
+		for (int x = 0; x < w; x++) {
+			size_t i = (size_t)(cy + y) * (size_t)r->cur_w + (size_t)(cx + x);
+			if (r->cur_mask[i])
+				memcpy(row + (size_t)x * 4, r->cur_px + i * 4, 4);
+		}
+	}
+}
+
 static int record_encode(struct rec *r, int64_t at_ns)
 {
 	int64_t pts = (at_ns - r->t0_ns) / 1000000;
 	if (pts < 0)
 		pts = 0;
 	size_t stride;
-	const uint8_t *pic = record_picture(r, &stride);
+	uint8_t *pic = record_picture(r, &stride);
 	char why[300];
-	if (webm_frame(r->webm, pic, stride, pts, why, sizeof why) < 0) {
+	record_cursor_draw(r, pic, stride, false);
+	int rc = webm_frame(r->webm, pic, stride, pts, why, sizeof why);
+	record_cursor_draw(r, pic, stride, true);
+	r->last_enc_ns = record_now_ns();
+	if (rc < 0) {
 		if (strstr(why, "File too large"))
 			record_end(r, "max_bytes", "the recording reached its size cap");
 		else
@@ -477,6 +566,44 @@ static void record_housekeeping(struct rec *r, int64_t now)
 		record_end(r, "storage_full", "the workspace's storage is full");
 }
 
+/* Reads cubicled's control lines; false at EOF (stop). A line that is not
+ * "pointer X Y" is ignored; an overlong one is dropped. */
+static bool record_control(struct rec *r)
+{
+	char buf[256];
+	ssize_t got = read(RECORD_FD_CTL, buf, sizeof buf);
+	if (got < 0)
+		return errno == EINTR || errno == EAGAIN;
+	if (got == 0)
+		return false;
+	for (ssize_t i = 0; i < got; i++) {
+		if (buf[i] != '\n') {
+			if (r->ctl_len < sizeof r->ctl - 1)
+				r->ctl[r->ctl_len++] = buf[i];
+			else
+				r->ctl_len = sizeof r->ctl; /* too long: dropped at its end */
+			continue;
+		}
+		int x, y, used = 0;
+		if (r->ctl_len < sizeof r->ctl) {
+			r->ctl[r->ctl_len] = 0;
+			if (sscanf(r->ctl, "pointer %d %d%n", &x, &y, &used) == 2 &&
+			    (size_t)used == r->ctl_len && x >= 0 && y >= 0 && x < 65536 &&
+			    y < 65536 && (!r->ptr_known || x != r->ptr_x || y != r->ptr_y)) {
+				r->ptr_x = x;
+				r->ptr_y = y;
+				r->ptr_known = true;
+				if (!r->have_update) {
+					r->have_update = true;
+					r->update_ns = record_now_ns();
+				}
+			}
+		}
+		r->ctl_len = 0;
+	}
+	return true;
+}
+
 static void record_loop(struct rec *r)
 {
 	int64_t period = 1000000000 / r->fps, last_check = 0;
@@ -493,9 +620,12 @@ static void record_loop(struct rec *r)
 			if (r->reason[0])
 				break;
 		}
-		if (r->have_update) {
+		/* At most fps frames a second: a change inside the window waits
+		 * for its end, and is stamped with when it is encoded. */
+		int64_t due = r->last_enc_ns + period * 9 / 10;
+		if (r->have_update && now >= due) {
 			r->have_update = false;
-			if (record_encode(r, r->update_ns) < 0)
+			if (record_encode(r, r->update_ns >= due ? r->update_ns : now) < 0)
 				break;
 			now = record_now_ns();
 		}
@@ -518,6 +648,10 @@ static void record_loop(struct rec *r)
 			int64_t wait = (r->next_req_ns - now) / 1000000 + 1;
 			timeout = wait < timeout ? (int)wait : timeout;
 		}
+		if (r->have_update) {
+			int64_t wait = (r->last_enc_ns + period * 9 / 10 - now) / 1000000 + 1;
+			timeout = wait < timeout ? (int)wait : timeout;
+		}
 		struct pollfd p[2] = {{RECORD_FD_RFB, POLLIN, 0}, {RECORD_FD_CTL, POLLIN, 0}};
 		int n = poll(p, 2, timeout < 0 ? 0 : timeout);
 		if (n < 0 && errno != EINTR) {
@@ -526,12 +660,8 @@ static void record_loop(struct rec *r)
 		}
 		if (n <= 0)
 			continue;
-		if (p[1].revents) {
-			char buf[256];
-			ssize_t got = read(RECORD_FD_CTL, buf, sizeof buf);
-			if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
-				ctl_open = false;
-		}
+		if (p[1].revents && !record_control(r))
+			ctl_open = false;
 		/* libvncclient keeps its own buffer: drain what it already has. */
 		if (p[0].revents || r->cl->buffered) {
 			do {

@@ -122,8 +122,10 @@ test("another workspace's key sees no recording", async () => {
 
 // Serves the recording and a page with a <video> to Chromium: the video's
 // duration, and the frame at `at` seconds against the PNG screenshot, as
-// the mean and the 99th percentile of per-channel differences.
-async function playInChromium(webm, png, at) {
+// the mean and the 99th percentile of per-channel differences, and the
+// largest difference in the 24x24 box at `pointer` (where the cursor is
+// drawn: the screenshot has none).
+async function playInChromium(webm, png, at, pointer = { x: 0, y: 0 }) {
 	const server = http.createServer((req, res) => {
 		if (req.url === "/rec.webm") {
 			res.writeHead(200, { "Content-Type": "video/webm", "Content-Length": webm.length });
@@ -140,7 +142,7 @@ async function playInChromium(webm, png, at) {
 	const page = await browser.newPage();
 	try {
 		await page.goto(`http://127.0.0.1:${server.address().port}/`);
-		return await page.evaluate(async (t) => {
+		return await page.evaluate(async ([t, px, py]) => {
 			const v = document.getElementById("v");
 			const img = document.getElementById("i");
 			// From a Blob: seekable without HTTP ranges.
@@ -188,8 +190,15 @@ async function playInChromium(webm, png, at) {
 				acc += hist[p99];
 				if (acc >= n * 0.99) break;
 			}
-			return { duration, width: v.videoWidth, height: v.videoHeight, mean: sum / n, p99 };
-		}, at);
+			let box = 0;
+			for (let y = Math.max(0, py - 4); y < Math.min(v.videoHeight, py + 20); y++) {
+				for (let x = Math.max(0, px - 4); x < Math.min(v.videoWidth, px + 20); x++) {
+					const i = (y * v.videoWidth + x) * 4;
+					for (let k = 0; k < 3; k++) box = Math.max(box, Math.abs(a[i + k] - b[i + k]));
+				}
+			}
+			return { duration, width: v.videoWidth, height: v.videoHeight, mean: sum / n, p99, box };
+		}, [at, pointer.x, pointer.y]);
 	} finally {
 		await page.close();
 		server.close();
@@ -205,7 +214,8 @@ test("a scripted session: its action track, and the video plays in Chromium", as
 		const w = (await act(desk.id, "windows")).json.windows.find((x) => /terminal/i.test(x.app + x.title));
 		return w && w.focused ? w : null;
 	}, "the terminal's window, focused");
-	await act(desk.id, "left_click", { x: win.x + 60, y: win.y + 60 });
+	const click = { x: win.x + 60, y: win.y + 60 };
+	await act(desk.id, "left_click", click);
 	await act(desk.id, "type", { text: "echo recorded-by-cubicle" });
 	await act(desk.id, "key", { key: "Return" });
 	await settled(desk.id);
@@ -246,11 +256,11 @@ test("a scripted session: its action track, and the video plays in Chromium", as
 	assert.equal(file.type, "video/webm");
 	assert.equal(file.bytes.length, done.bytes);
 	const at = (shotAt.t_ms + shotAt.duration_ms + 300) / 1000;
-	const v = await playInChromium(file.bytes, shot, at);
+	const v = await playInChromium(file.bytes, shot, at, click);
 	assert.equal(v.width, 1280);
 	assert.equal(v.height, 800);
 	assert.ok(Math.abs(v.duration - done.duration_ms / 1000) < 0.25, `duration ${v.duration} vs ${done.duration_ms} ms`);
-	tc.diagnostic(`frame vs screenshot: mean ${v.mean.toFixed(2)}, p99 ${v.p99}; video ${v.duration} s`);
+	tc.diagnostic(`frame vs screenshot: mean ${v.mean.toFixed(2)}, p99 ${v.p99}, at the pointer ${v.box}; video ${v.duration} s`);
 	assert.ok(v.mean < 4 && v.p99 < 64, `frame vs screenshot: mean ${v.mean.toFixed(2)}, p99 ${v.p99}`);
 	// ... and it is not any picture: the one before the terminal opened differs.
 	const first = await playInChromium(file.bytes, shot, 0);
