@@ -76,8 +76,10 @@
 #define RECORD_MAX_SCREENS 4
 /* Updates without pixels a server may send in a second. */
 #define RECORD_MAX_EMPTY 30
-/* Left free for the trailer (cues, the duration) under the size cap. */
-#define RECORD_RESERVE (256u << 10)
+/* Left for the trailer (cues, the duration): under the size cap, and
+ * allocated on the disk ahead of what is written (record_reserve), so a
+ * disk that others fill still takes the trailer. */
+#define RECORD_RESERVE (1u << 20)
 /* Free space the recording leaves on its disk (the workspace's storage). */
 #define RECORD_MIN_FREE (1u << 20)
 /* How long the first frame may take to come. */
@@ -244,6 +246,8 @@ static void record_seccomp(void)
 	    "sysinfo",
 	    "restart_syscall",
 	    "uname",
+	    "fallocate",
+	    "ftruncate",
 	};
 	scmp_filter_ctx f = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	if (!f)
@@ -489,7 +493,21 @@ static void record_cursor_draw(struct rec *r, uint8_t *pic, size_t stride, bool 
 	}
 }
 
-static int record_encode(struct rec *r, int64_t at_ns)
+/* Keeps RECORD_RESERVE bytes allocated past what is written (the file's
+ * size unchanged); false when the disk cannot give them: the recording
+ * must end while the last reservation still takes its trailer. */
+static bool record_reserve(struct rec *r)
+{
+	uint64_t at = r->webm ? webm_bytes(r->webm) : 0;
+	if (fallocate(RECORD_FD_OUT, FALLOC_FL_KEEP_SIZE, (off_t)at, RECORD_RESERVE) == 0)
+		return true;
+	if (errno == EOPNOTSUPP || errno == ENOSYS)
+		return true; /* a filesystem without it: the free-space check alone */
+	record_end(r, "storage_full", "the workspace's storage is full");
+	return false;
+}
+
+static int record_encode(struct rec *r, int64_t at_ns, bool last)
 {
 	int64_t pts = (at_ns - r->t0_ns) / 1000000;
 	if (pts < 0)
@@ -498,9 +516,11 @@ static int record_encode(struct rec *r, int64_t at_ns)
 	uint8_t *pic = record_picture(r, &stride);
 	char why[300];
 	record_cursor_draw(r, pic, stride, false);
-	int rc = webm_frame(r->webm, pic, stride, pts, why, sizeof why);
+	int rc = webm_frame(r->webm, pic, stride, pts, last, why, sizeof why);
 	record_cursor_draw(r, pic, stride, true);
 	r->last_enc_ns = record_now_ns();
+	if (rc == 0 && !record_reserve(r))
+		return -1;
 	if (rc < 0) {
 		if (strstr(why, "File too large"))
 			record_end(r, "max_bytes", "the recording reached its size cap");
@@ -625,7 +645,7 @@ static void record_loop(struct rec *r)
 		int64_t due = r->last_enc_ns + period * 9 / 10;
 		if (r->have_update && now >= due) {
 			r->have_update = false;
-			if (record_encode(r, r->update_ns >= due ? r->update_ns : now) < 0)
+			if (record_encode(r, r->update_ns >= due ? r->update_ns : now, false) < 0)
 				break;
 			now = record_now_ns();
 		}
@@ -784,6 +804,10 @@ int main(int argc, char **argv)
 	}
 	r.out_w = r.cl->width;
 	r.out_h = r.cl->height;
+	if (!record_reserve(&r)) {
+		dprintf(1, "done 0 0 0 storage_full %s\n", r.message);
+		return 1;
+	}
 	r.wo.fd = RECORD_FD_OUT;
 	r.wo.width = r.out_w;
 	r.wo.height = r.out_h;
@@ -798,15 +822,17 @@ int main(int argc, char **argv)
 	record_loop(&r);
 
 	/* The last picture again, stamped with the end: the file lasts as long
-	 * as the recording did, still stretches included. */
+	 * as the recording did, still stretches included. A full disk or the
+	 * size cap still takes it: it is a few bytes, inside the reservation
+	 * kept for the trailer. */
 	int64_t end = record_now_ns();
 	int64_t end_ms = (end - r.t0_ns) / 1000000;
-	if (webm_frames(r.webm) > 0 && end_ms > r.last_pts && strcmp(r.reason, "max_bytes") != 0 &&
-	    strcmp(r.reason, "storage_full") != 0) {
+	if (webm_frames(r.webm) > 0 && end_ms > r.last_pts) {
 		char keep[32], msg[300];
 		snprintf(keep, sizeof keep, "%s", r.reason);
 		snprintf(msg, sizeof msg, "%s", r.message);
-		record_encode(&r, end);
+		r.reason[0] = 0;
+		record_encode(&r, end, true);
 		snprintf(r.reason, sizeof r.reason, "%s", keep);
 		snprintf(r.message, sizeof r.message, "%s", msg);
 	}
@@ -815,6 +841,9 @@ int main(int argc, char **argv)
 	int rc = webm_close(r.webm, why, sizeof why);
 	struct stat st;
 	uint64_t bytes = fstat(RECORD_FD_OUT, &st) == 0 ? (uint64_t)st.st_size : 0;
+	if (bytes && ftruncate(RECORD_FD_OUT, (off_t)bytes) < 0) {
+		/* the reservation past the end stays allocated: harmless */
+	}
 	if (rc < 0 && strcmp(r.reason, "stopped") == 0)
 		snprintf(r.reason, sizeof r.reason, "error"),
 		    snprintf(r.message, sizeof r.message, "%s", why);

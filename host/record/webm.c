@@ -243,8 +243,8 @@ static int webm_drain(struct webm *w, char *why, size_t len)
 	return 0;
 }
 
-int webm_frame(struct webm *w, const uint8_t *bgrx, size_t stride, int64_t pts_ms, char *why,
-	       size_t len)
+int webm_frame(struct webm *w, const uint8_t *bgrx, size_t stride, int64_t pts_ms, bool last,
+	       char *why, size_t len)
 {
 	if (pts_ms <= w->last_pts)
 		pts_ms = w->last_pts + 1; /* the muxer wants them strictly rising */
@@ -254,7 +254,7 @@ int webm_frame(struct webm *w, const uint8_t *bgrx, size_t stride, int64_t pts_m
 	const int dstride[4] = {w->img->stride[0], w->img->stride[1], w->img->stride[2], 0};
 	sws_scale(w->sws, src, sstride, 0, w->height, dst, dstride);
 	vpx_enc_frame_flags_t flags = 0;
-	if (w->last_key < 0 || pts_ms - w->last_key >= WEBM_KEY_EVERY_MS) {
+	if (w->last_key < 0 || (!last && pts_ms - w->last_key >= WEBM_KEY_EVERY_MS)) {
 		flags |= VPX_EFLAG_FORCE_KF;
 		w->last_key = pts_ms;
 	}

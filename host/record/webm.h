@@ -19,6 +19,7 @@
 #ifndef CUBICLE_RECORD_WEBM_H
 #define CUBICLE_RECORD_WEBM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,11 +42,12 @@ struct webm *webm_open(const struct webm_opts *o, char *why, size_t len);
  * Encodes one picture shown from time pts_ms on (strictly more than the
  * previous frame's): `bgrx` is width x height 32-bit pixels, bytes B, G, R,
  * X (the X server's 0x00RRGGBB little-endian), rows `stride` bytes apart.
- * 0, or -1 with why filled (the output failed: a full disk, the file size
- * limit).
+ * `last`: the recording's last frame, never a key frame (it must fit the
+ * room kept for the trailer). 0, or -1 with why filled (the output failed:
+ * a full disk, the file size limit).
  */
-int webm_frame(struct webm *w, const uint8_t *bgrx, size_t stride, int64_t pts_ms, char *why,
-	       size_t len);
+int webm_frame(struct webm *w, const uint8_t *bgrx, size_t stride, int64_t pts_ms, bool last,
+	       char *why, size_t len);
 
 /* The bytes written so far and the frames encoded. */
 uint64_t webm_bytes(const struct webm *w);

@@ -124,13 +124,13 @@ test("another workspace's key sees no recording", async () => {
 // duration, and the frame at `at` seconds against the PNG screenshot, as
 // the mean and the 99th percentile of per-channel differences, and the
 // largest difference in the 24x24 box at `pointer` (where the cursor is
-// drawn: the screenshot has none).
+// drawn: the screenshot has none). Without png, the duration only.
 async function playInChromium(webm, png, at, pointer = { x: 0, y: 0 }) {
 	const server = http.createServer((req, res) => {
 		if (req.url === "/rec.webm") {
 			res.writeHead(200, { "Content-Type": "video/webm", "Content-Length": webm.length });
 			res.end(Buffer.from(webm));
-		} else if (req.url === "/shot.png") {
+		} else if (req.url === "/shot.png" && png) {
 			res.writeHead(200, { "Content-Type": "image/png" });
 			res.end(Buffer.from(png));
 		} else {
@@ -142,7 +142,7 @@ async function playInChromium(webm, png, at, pointer = { x: 0, y: 0 }) {
 	const page = await browser.newPage();
 	try {
 		await page.goto(`http://127.0.0.1:${server.address().port}/`);
-		return await page.evaluate(async ([t, px, py]) => {
+		return await page.evaluate(async ([t, px, py, compare]) => {
 			const v = document.getElementById("v");
 			const img = document.getElementById("i");
 			// From a Blob: seekable without HTTP ranges.
@@ -152,8 +152,11 @@ async function playInChromium(webm, png, at, pointer = { x: 0, y: 0 }) {
 				v.onloadedmetadata = ok;
 				v.onerror = () => bad(new Error("the video does not load: " + (v.error && v.error.message)));
 			});
-			await img.decode();
 			const duration = v.duration;
+			if (!compare) {
+				return { duration };
+			}
+			await img.decode();
 			// Seek, then wait for the frame there to be presented (seeked can
 			// come before it is drawable).
 			await new Promise((ok) => {
@@ -198,7 +201,7 @@ async function playInChromium(webm, png, at, pointer = { x: 0, y: 0 }) {
 				}
 			}
 			return { duration, width: v.videoWidth, height: v.videoHeight, mean: sum / n, p99, box };
-		}, [at, pointer.x, pointer.y]);
+		}, [at, pointer.x, pointer.y, !!png]);
 	} finally {
 		await page.close();
 		server.close();
@@ -267,15 +270,37 @@ test("a scripted session: its action track, and the video plays in Chromium", as
 	assert.ok(first.mean > v.mean + 1, `the first frame differs from the screenshot (${first.mean.toFixed(2)})`);
 });
 
-test("the workspace's storage quota: 507 naming it", async () => {
-	// 16 MiB of session disk: a 12 MiB session file leaves too little.
-	const filler = new Uint8Array(12 << 20);
-	await ok("PUT", "/v1/sessions/fill/files?path=input/filler.bin", filler, 200, keyOther);
-	const r = await call("POST", rec(other.id), {}, keyOther);
-	assert.equal(r.status, 507, JSON.stringify(r.json));
-	assert.equal(r.json.error.code, "insufficient_storage");
-	assert.match(r.json.error.message, /--session-quota-mb/);
-	assert.deepEqual((await ok("GET", rec(other.id), undefined, 200, keyOther)).json.recordings, []);
+test("the workspace's storage quota: a recording that fills it ends, then 507", async () => {
+	// 16 MiB of session disk, shared by session files and recordings.
+	await ok("PUT", "/v1/sessions/fill/files?path=input/a.bin", new Uint8Array(4 << 20), 200, keyOther);
+	const r = (await ok("POST", rec(other.id), {}, 201, keyOther)).json;
+	// Fill the rest with session files, a MiB at a time, until the quota says no.
+	let full = null;
+	for (let i = 0; i < 32 && !full; i++) {
+		const put = await call("PUT", `/v1/sessions/fill/files?path=input/m${i}.bin`, new Uint8Array(1 << 20), keyOther);
+		if (put.status === 507) {
+			full = put;
+		} else {
+			assert.equal(put.status, 200, JSON.stringify(put.json));
+		}
+	}
+	assert.ok(full, "the session disk filled up");
+	const ended = await until(async () => {
+		const x = (await ok("GET", rec(other.id), undefined, 200, keyOther)).json.recordings[0];
+		return x.state !== "recording" ? x : null;
+	}, "the recording to end on the full disk");
+	assert.equal(ended.reason, "storage_full", JSON.stringify(ended));
+	assert.match(ended.error, /--session-quota-mb/);
+	// ... its file finished: it plays (Chromium reads its duration).
+	const file = await ok("GET", rec(other.id, r.id), undefined, 200, keyOther);
+	assert.equal(file.bytes.length, ended.bytes);
+	const v = await playInChromium(file.bytes, null, 0);
+	assert.ok(Math.abs(v.duration - ended.duration_ms / 1000) < 0.25, `duration ${v.duration} vs ${ended.duration_ms} ms`);
+	// No room for another one.
+	const again = await call("POST", rec(other.id), {}, keyOther);
+	assert.equal(again.status, 507, JSON.stringify(again.json));
+	assert.equal(again.json.error.code, "insufficient_storage");
+	assert.match(again.json.error.message, /--session-quota-mb/);
 });
 
 test("a computer stopped, then deleted, under its recordings", async () => {
