@@ -69,8 +69,9 @@ struct core_rec {
 	int status;  /* its stdout */
 	int actions; /* the action track, appended */
 	uint64_t track_bytes;
-	int64_t t0_us; /* the video's time 0, CLOCK_MONOTONIC */
-	bool live;     /* started: actions are written; false while starting */
+	int64_t t0_us;	 /* the video's time 0, CLOCK_MONOTONIC */
+	bool live;	 /* started: actions are written; false while starting */
+	bool stop_asked; /* a stop came while it started: it ends once started */
 };
 
 /* ---- paths --------------------------------------------------------------------- */
@@ -256,6 +257,7 @@ static void *rec_watch(void *arg)
 	pthread_mutex_lock(&c->rec_lock);
 	row = rec->row;
 	rec->live = false;
+	rec->pid = 0; /* reaped: never signalled again */
 	pthread_mutex_unlock(&c->rec_lock);
 	if (said && strncmp(line, "done ", 5) == 0) {
 		rec_parse_done(line, &row);
@@ -495,12 +497,12 @@ int core_recording_start(struct core *c, const char *id, const char *ws, const j
 	close(st[1]), st[1] = -1;
 	close(rfb), rfb = -1;
 	close(out_fd), out_fd = -1;
-	rec->pid = pid;
-	rec->ctl = ctl[1], ctl[1] = -1; /* rec owns them now */
-	rec->status = st[0], st[0] = -1;
+	pthread_mutex_lock(&c->rec_lock);
+	rec->pid = pid; /* a stop that waits too long may kill it from here on */
+	pthread_mutex_unlock(&c->rec_lock);
 	long long t0_ns = 0;
 	int w = 0, h = 0;
-	if (rec_line(rec->status, line, sizeof line, clock_now_ms() + REC_READY_MS) < 0 ||
+	if (rec_line(st[0], line, sizeof line, clock_now_ms() + REC_READY_MS) < 0 ||
 	    sscanf(line, "ready %lld %d %d", &t0_ns, &w, &h) != 3 || t0_ns <= 0 || w < 1 || h < 1 ||
 	    w > 4096 || h > 4096) {
 		char why[320] = "";
@@ -513,6 +515,9 @@ int core_recording_start(struct core *c, const char *id, const char *ws, const j
 					*q = '?';
 		}
 		err_set(e, ERR_UNAVAILABLE, "the recording could not start%s", why);
+		pthread_mutex_lock(&c->rec_lock);
+		rec->pid = 0; /* reaped below: never signalled again */
+		pthread_mutex_unlock(&c->rec_lock);
 		kill(pid, SIGKILL);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
@@ -532,6 +537,12 @@ int core_recording_start(struct core *c, const char *id, const char *ws, const j
 	pthread_mutex_lock(&c->rec_lock);
 	rec->t0_us = t0_ns / 1000;
 	rec->live = true;
+	rec->ctl = ctl[1], ctl[1] = -1; /* rec owns them now */
+	rec->status = st[0], st[0] = -1;
+	if (rec->stop_asked) { /* the computer stops, or a stop came: end at once */
+		close(rec->ctl);
+		rec->ctl = -1;
+	}
 	pthread_mutex_unlock(&c->rec_lock);
 	if (!arg || (arg[0] = c, arg[1] = rec, pthread_create(&t, &attr, rec_watch, arg) != 0)) {
 		free(arg);
@@ -539,6 +550,9 @@ int core_recording_start(struct core *c, const char *id, const char *ws, const j
 		err_set(e, ERR_INTERNAL, "cannot start the recording's watcher");
 		json_decref(*out);
 		*out = NULL;
+		pthread_mutex_lock(&c->rec_lock);
+		rec->pid = 0; /* reaped below: never signalled again */
+		pthread_mutex_unlock(&c->rec_lock);
 		kill(pid, SIGKILL);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
@@ -595,6 +609,7 @@ static bool rec_ask_stop(struct core *c, const char *rid, bool keep)
 	struct core_rec *rec = rec_find(c, rid);
 	if (!rec)
 		return false;
+	rec->stop_asked = true;
 	if (keep)
 		rec->row.keep = true;
 	if (rec->ctl >= 0) {
