@@ -23,6 +23,7 @@
 
 #include "api.h"
 #include "ident.h"
+#include "log.h"
 #include "token.h"
 #include "core.h"
 #include "guest-net.h"
@@ -103,6 +104,10 @@ static void main_usage(FILE *to)
 	      "                            CGNAT...: host/README.md); never the host's own\n"
 	      "  --egress-deny CIDR,...    IPv4 prefixes guests may not reach, besides the\n"
 	      "                            defaults (beats any allow)\n"
+	      "  --metrics-open            serve GET /metrics without a key (it names\n"
+	      "                            workspaces; default: the admin key only)\n"
+	      "  --log-format text|json    the log on stderr: text (default), or one JSON\n"
+	      "                            object per line\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -275,14 +280,16 @@ int main(int argc, char **argv)
 	    {"header-timeout", required_argument, NULL, 0x206},
 	    {"body-timeout", required_argument, NULL, 0x207},
 	    {"body-min-rate", required_argument, NULL, 0x208},
-	    {"recording-fps", required_argument, NULL, 0x300},
-	    {"recording-max-s", required_argument, NULL, 0x301},
-	    {"recording-max-mb", required_argument, NULL, 0x302},
-	    {"recordings-per-computer", required_argument, NULL, 0x303},
-	    {"max-recordings", required_argument, NULL, 0x304},
-	    {"recording-keep-days", required_argument, NULL, 0x305},
+	    {"recording-fps", required_argument, NULL, 0x400},
+	    {"recording-max-s", required_argument, NULL, 0x401},
+	    {"recording-max-mb", required_argument, NULL, 0x402},
+	    {"recordings-per-computer", required_argument, NULL, 0x403},
+	    {"max-recordings", required_argument, NULL, 0x404},
+	    {"recording-keep-days", required_argument, NULL, 0x405},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
+	    {"metrics-open", no_argument, NULL, 0x300},
+	    {"log-format", required_argument, NULL, 0x301},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -440,24 +447,24 @@ int main(int argc, char **argv)
 			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
 			break;
 			break;
-		case 0x300:
+		case 0x400:
 			cfg.record_fps = (int)main_number(optarg, "--recording-fps", 1, 30);
 			break;
-		case 0x301:
+		case 0x401:
 			cfg.record_max_s = (int)main_number(optarg, "--recording-max-s", 1, 86400);
 			break;
-		case 0x302:
+		case 0x402:
 			cfg.record_max_bytes =
 			    (uint64_t)main_number(optarg, "--recording-max-mb", 8, 1 << 20) << 20;
 			break;
-		case 0x303:
+		case 0x403:
 			cfg.record_per_computer =
 			    (int)main_number(optarg, "--recordings-per-computer", 1, 16);
 			break;
-		case 0x304:
+		case 0x404:
 			cfg.record_per_host = (int)main_number(optarg, "--max-recordings", 1, 1024);
 			break;
-		case 0x305:
+		case 0x405:
 			cfg.record_keep_days =
 			    (int)main_number(optarg, "--recording-keep-days", 1, 36500);
 			break;
@@ -470,6 +477,22 @@ int main(int argc, char **argv)
 				fprintf(stderr, "cubicled: %s\n", pe.message);
 				return 2;
 			}
+			break;
+		}
+		case 0x300:
+			ao.metrics_open = true;
+			break;
+		case 0x301: {
+			enum log_format lf;
+			if (log_format_parse(optarg, &lf) < 0) {
+				fprintf(stderr,
+					"cubicled: --log-format takes text or json, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			if (log_set_format(lf, "cubicled") < 0)
+				fprintf(stderr,
+					"cubicled: cannot log as JSON; the log stays text\n");
 			break;
 		}
 		case 'V':

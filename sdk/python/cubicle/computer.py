@@ -140,6 +140,19 @@ class Computer:
         """The embed page's URL (for a browser or an iframe), valid ttl_s seconds."""
         return self.stream(view_only, ttl_s)["embed_url"]
 
+    def revoke_streams(self):
+        """Revokes every stream token issued so far and closes their streams."""
+        return self.client.request("POST", self._path(self.id, "/stream/revoke"))
+
+    def computer_use(self, input, dialect=None, display=None, screenshot_delay_ms=None):
+        """One Anthropic or OpenAI computer-use action, answered in its
+        dialect's shape: an Anthropic tool input or tool_use block gives a
+        tool_result block, an OpenAI action or computer_call item a
+        computer_call_output item (docs/api.md, Computer-use compatibility)."""
+        return self.client.request("POST", self._path(self.id, "/computer-use"), input,
+                                   {"dialect": dialect, "display": display,
+                                    "screenshot_delay_ms": screenshot_delay_ms})
+
     # ---- recordings (docs/api.md, "Recordings") --------------------------
 
     def start_recording(self, keep=False):
