@@ -221,17 +221,32 @@ test("a scripted session: its action track, and the video plays in Chromium", as
 	await act(desk.id, "left_click", click);
 	await act(desk.id, "type", { text: "echo recorded-by-cubicle" });
 	await act(desk.id, "key", { key: "Return" });
-	await settled(desk.id);
-	const shot = (await act(desk.id, "screenshot")).bytes;
-	// The screen stays as the screenshot shows it for a while: wait until the
-	// recording is a second past it, then stop.
-	const track0 = (await ok("GET", rec(desk.id, r.id, "/actions"))).json.actions;
-	const shotAt = track0[track0.length - 1];
-	assert.equal(shotAt.action, "screenshot");
-	await until(async () => {
-		const x = (await ok("GET", rec(desk.id))).json.recordings.find((y) => y.id === r.id);
-		return x.duration_ms >= shotAt.t_ms + shotAt.duration_ms + 1000;
-	}, "a second of recording after the screenshot");
+	// A screenshot, then another a second later on the recording's clock:
+	// when they are the same, the screen was still between them, and the
+	// video must show that picture in the middle of that second.
+	const lastAction = async () => {
+		const track = (await ok("GET", rec(desk.id, r.id, "/actions"))).json.actions;
+		return track[track.length - 1];
+	};
+	const recorded = async () => (await ok("GET", rec(desk.id))).json.recordings.find((y) => y.id === r.id);
+	let shot, from, to;
+	await until(
+		async () => {
+			const a = (await act(desk.id, "screenshot")).bytes;
+			const ta = await lastAction();
+			await until(async () => (await recorded()).duration_ms >= ta.t_ms + ta.duration_ms + 1000, "a second more");
+			const b = (await act(desk.id, "screenshot")).bytes;
+			const tb = await lastAction();
+			assert.equal(tb.action, "screenshot");
+			if (Buffer.compare(Buffer.from(a), Buffer.from(b)) !== 0) {
+				return false;
+			}
+			[shot, from, to] = [b, ta, tb];
+			return true;
+		},
+		"the screen still for a second",
+		90000,
+	);
 	const done = (await ok("POST", rec(desk.id, r.id, "/stop"), {})).json;
 	assert.equal(done.state, "stopped");
 	assert.ok(done.frames >= 3, `frames ${done.frames}`);
@@ -258,7 +273,7 @@ test("a scripted session: its action track, and the video plays in Chromium", as
 	const file = await ok("GET", rec(desk.id, r.id));
 	assert.equal(file.type, "video/webm");
 	assert.equal(file.bytes.length, done.bytes);
-	const at = (shotAt.t_ms + shotAt.duration_ms + 300) / 1000;
+	const at = (from.t_ms + from.duration_ms + to.t_ms) / 2 / 1000;
 	const v = await playInChromium(file.bytes, shot, at, click);
 	assert.equal(v.width, 1280);
 	assert.equal(v.height, 800);
