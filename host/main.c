@@ -103,6 +103,13 @@ static void main_usage(FILE *to)
 	      "  --header-timeout S        request headers complete within (default 10)\n"
 	      "  --body-timeout S          a body arrives within S (default 30), plus 1 s\n"
 	      "  --body-min-rate BYTES     per this many bytes received (default 16384)\n"
+	      "  --recording-fps N         frames a second a recording takes at most (default 10)\n"
+	      "  --recording-max-s S       the longest recording (default 3600)\n"
+	      "  --recording-max-mb N      the largest recording file (default 1024)\n"
+	      "  --recordings-per-computer N  recordings of one computer at once (default 1)\n"
+	      "  --max-recordings N        recordings at once on this host (default 4)\n"
+	      "  --recording-keep-days N   a kept recording is deleted N days after it\n"
+	      "                            stopped (default 30)\n"
 	      "  --egress-allow CIDR,...   IPv4 prefixes guests may reach although the\n"
 	      "                            default egress policy denies them (private,\n"
 	      "                            CGNAT...: host/README.md); never the host's own\n"
@@ -300,6 +307,12 @@ int main(int argc, char **argv)
 	    {"header-timeout", required_argument, NULL, 0x206},
 	    {"body-timeout", required_argument, NULL, 0x207},
 	    {"body-min-rate", required_argument, NULL, 0x208},
+	    {"recording-fps", required_argument, NULL, 0x400},
+	    {"recording-max-s", required_argument, NULL, 0x401},
+	    {"recording-max-mb", required_argument, NULL, 0x402},
+	    {"recordings-per-computer", required_argument, NULL, 0x403},
+	    {"max-recordings", required_argument, NULL, 0x404},
+	    {"recording-keep-days", required_argument, NULL, 0x405},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
 	    {"metrics-open", no_argument, NULL, 0x300},
@@ -485,6 +498,27 @@ int main(int argc, char **argv)
 			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
 			break;
 			break;
+		case 0x400:
+			cfg.record_fps = (int)main_number(optarg, "--recording-fps", 1, 30);
+			break;
+		case 0x401:
+			cfg.record_max_s = (int)main_number(optarg, "--recording-max-s", 1, 86400);
+			break;
+		case 0x402:
+			cfg.record_max_bytes =
+			    (uint64_t)main_number(optarg, "--recording-max-mb", 8, 1 << 20) << 20;
+			break;
+		case 0x403:
+			cfg.record_per_computer =
+			    (int)main_number(optarg, "--recordings-per-computer", 1, 16);
+			break;
+		case 0x404:
+			cfg.record_per_host = (int)main_number(optarg, "--max-recordings", 1, 1024);
+			break;
+		case 0x405:
+			cfg.record_keep_days =
+			    (int)main_number(optarg, "--recording-keep-days", 1, 36500);
+			break;
 		case 'A':
 		case 'D': {
 			struct err pe = {0};
@@ -579,6 +613,10 @@ int main(int argc, char **argv)
 	if (!realpath(images_abs, images_real))
 		snprintf(images_real, sizeof images_real, "%s", images_abs);
 	cfg.state_dir = state_abs;
+	char recorder[PATH_MAX + 32];
+	snprintf(recorder, sizeof recorder, "%s/cubicle-record", bin_dir);
+	cfg.recorder = recorder;
+	cfg.record_uid = rc.uid;
 	if (!session_quota_set)
 		cfg.session_quota = 10240ull << 20;
 	cfg.images_dir = images_real;

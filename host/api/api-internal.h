@@ -181,6 +181,9 @@ void api_preview_delete(
     struct httpd_response *resp); /* DELETE /v1/computers/{id}/previews/{port} */
 void api_cdp(void *ctx, struct httpd_request *req,
 	     struct httpd_response *resp); /* POST /v1/computers/{id}/cdp */
+void api_recordings(void *ctx, struct httpd_request *req,
+		    struct httpd_response *resp); /* /v1/computers/{id}/recordings[/{rid}[/stop|
+						     /actions]] (recordings.c) */
 void api_embed(void *ctx, struct httpd_request *req,
 	       struct httpd_response *resp); /* GET /embed/... (no key: the token is in the URL) */
 

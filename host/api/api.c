@@ -434,6 +434,20 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 			route->handler = api_cdp;
 			return 0;
 		}
+		if (n >= 4 && strcmp(s[3], "recordings") == 0) {
+			if (n >= 5 && !ident_ok(s[4], 39))
+				return err_set(e, ERR_NOT_FOUND, "no recording %.40s", s[4]);
+			if (n >= 5)
+				snprintf(c->sub, sizeof c->sub, "%s", s[4]);
+			bool ok = (n == 4 && (m == HTTPD_GET || m == HTTPD_POST)) ||
+				  (n == 5 && (m == HTTPD_GET || m == HTTPD_DELETE)) ||
+				  (n == 6 && strcmp(s[5], "stop") == 0 && m == HTTPD_POST) ||
+				  (n == 6 && strcmp(s[5], "actions") == 0 && m == HTTPD_GET);
+			if (!ok)
+				goto not_found;
+			route->handler = api_recordings;
+			return 0;
+		}
 		goto not_found;
 	}
 	if (strcmp(s[1], "sessions") == 0 && n == 4 && strcmp(s[3], "files") == 0) {

@@ -130,6 +130,15 @@ static const struct mcp_param p_preview[] = {
     {0}};
 static const struct mcp_param p_cdp[] = {
     {"ttl_s", T_INT, 1, 86400, NULL, false, "How long the URLs work (default 3600)."}, {0}};
+static const struct mcp_param p_rec_start[] = {
+    {"keep", T_BOOL, 0, 0, NULL, false,
+     "Keep the recording after the computer is deleted (default false)."},
+    {0}};
+static const struct mcp_param p_rec_stop[] = {
+    {"recording_id", T_STR, 0, 0, NULL, true, "The recording's id (rec-...)."},
+    {"keep", T_BOOL, 0, 0, NULL, false,
+     "Keep the recording after the computer is deleted (default: unchanged)."},
+    {0}};
 
 /* ---- tool calls that are not one envd action ------------------------------------ */
 
@@ -231,6 +240,19 @@ static int mcp_preview_url(const struct mcp_caller *c, const struct mcp_tool *t,
 	return rc;
 }
 
+/* Recordings (docs/api.md, "Recordings"): the body is the tool's arguments
+ * but the ids. */
+static int mcp_start_recording(const struct mcp_caller *c, const struct mcp_tool *t,
+			       const json_t *args, json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", NULL};
+	json_t *p = mcp_without(args, ours);
+	int rc = core_recording_start(c->core, mcp_id(args), c->ws, p, result, e);
+	json_decref(p);
+	return rc;
+}
+
 static int mcp_cdp_url(const struct mcp_caller *c, const struct mcp_tool *t, const json_t *args,
 		       json_t **result, struct err *e)
 {
@@ -240,6 +262,18 @@ static int mcp_cdp_url(const struct mcp_caller *c, const struct mcp_tool *t, con
 		return err_set(e, ERR_UNAVAILABLE, "CDP is off on this server");
 	json_t *p = mcp_without(args, ours);
 	int rc = previews_cdp(c->previews, mcp_id(args), c->ws, p, result, e);
+	json_decref(p);
+	return rc;
+}
+
+static int mcp_stop_recording(const struct mcp_caller *c, const struct mcp_tool *t,
+			      const json_t *args, json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", "recording_id", NULL};
+	json_t *p = mcp_without(args, ours);
+	const char *rid = json_string_value(json_object_get(args, "recording_id"));
+	int rc = core_recording_stop(c->core, mcp_id(args), c->ws, rid ? rid : "", p, result, e);
 	json_decref(p);
 	return rc;
 }
@@ -332,6 +366,14 @@ static const struct mcp_tool mcp_tools[] = {
      "The desktop browser's Chrome DevTools Protocol WebSocket URL (Chromium, started if "
      "needed), for Playwright's connectOverCDP: drives the browser the live view shows.",
      p_cdp, COMPUTER, mcp_cdp_url},
+    {"start_recording",
+     "Start recording the desktop's screen (a WebM video, and the track of every action run "
+     "meanwhile) so a person can watch what was done. Returns the recording's id.",
+     p_rec_start, COMPUTER, mcp_start_recording},
+    {"stop_recording",
+     "Stop a recording; the video and its action track can then be downloaded through the "
+     "REST API (GET /v1/computers/{id}/recordings/{rid}).",
+     p_rec_stop, COMPUTER, mcp_stop_recording},
     {"run_code",
      "Run a short Python or JavaScript snippet in a fresh isolated sandbox, no computer needed: "
      "its stdout, stderr, exit_code and error (exception, cpu_limit, memory_limit, timeout, "

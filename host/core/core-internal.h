@@ -71,6 +71,15 @@ struct core {
 
 	struct byo *byo; /* connected machines (byo.c), NULL when off */
 
+	/* Live recordings (recordings.c): rec_lock guards the list and each
+	 * one's descriptors; innermost (never held with c->lock or a store
+	 * call). nrecs is read without it on the hot path. */
+	pthread_mutex_t rec_lock;
+	pthread_cond_t rec_changed; /* broadcast when a recording ends */
+	struct core_rec *recs;
+	int nrecs;
+	int64_t rec_swept_ms; /* the last retention sweep */
+
 	/* Closes a computer's live streams when it stops or goes away (api). */
 	void (*close_streams)(void *ctx, const char *id);
 	void *close_streams_ctx;
@@ -156,6 +165,26 @@ static inline bool core_is_byo(const struct store_computer *sc)
  * store kept. */
 void core_previews_down(struct core *c, const char *id);
 int core_previews_load(struct core *c, struct err *e);
+/* recordings.c: an action ran on computer id (its body, the answer's HTTP
+ * status, its start and end on CLOCK_MONOTONIC in µs, envd's answer or
+ * NULL): a line of the track of every recording of it, and, when the
+ * answer says where the pointer is ("x", "y"), the recorder is told, to
+ * draw the cursor there. Costs an atomic read when nothing records. */
+void core_recordings_note(struct core *c, const char *id, const char *action, const char *body,
+			  size_t len, int status, int64_t t_start_us, int64_t t_end_us,
+			  const struct envd_reply *reply);
+/* The computer stops or goes away: its recordings end (their files
+ * finished); deleting also removes those not kept. */
+void core_recordings_end(struct core *c, const char *id, bool deleting);
+/* A deleted workspace's recordings' rows (its session disk, which held the
+ * files, is gone). */
+void core_recordings_forget_workspace(struct core *c, const char *ws);
+/* core_open: the recordings a crash interrupted are marked stopped. */
+int core_recordings_recover(struct core *c, struct err *e);
+/* The ticker: kept recordings past --recording-keep-days (once a minute). */
+void core_recordings_sweep(struct core *c);
+/* core_quiesce: every recording ends, its file finished (≤ 15 s). */
+void core_recordings_close(struct core *c);
 
 /* The runtime record of id (lock held by the caller), or NULL. */
 struct core_rt *core_rt_find(struct core *c, const char *id);

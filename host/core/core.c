@@ -453,6 +453,7 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
 	core_previews_down(c, sc->id);
+	core_recordings_end(c, sc->id, false); /* their files end with the screen */
 	/* Billing at the running rate ends when the stop is decided; the
 	 * workspace's stopped-computer limit is checked in the same
 	 * transaction, so concurrent stops never pass it together. */
@@ -488,6 +489,7 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
 	core_previews_down(c, sc->id);
+	core_recordings_end(c, sc->id, true); /* kept ones stay */
 	if (core_set_state_billed(c, sc, COMPUTER_DELETING, NULL, NULL, clock_wall_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
@@ -524,6 +526,7 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
 	core_previews_down(c, sc->id);
+	core_recordings_end(c, sc->id, false);
 	/* Billing ends now; it is written with the error state below (a crash
 	 * in between is finished by recovery, which ends it at the last tick). */
 	int64_t end = clock_wall_ms();
@@ -963,6 +966,7 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 	 * gone): never following a symlink or crossing a mount. */
 	char dir[600];
 	struct stat st;
+	core_recordings_forget_workspace(c, ws); /* their files are on the session disk */
 	if (ident_ok(ws, 63))
 		core_session_disk_remove(c, ws);
 	if (ident_ok(ws, 63) &&
@@ -1016,6 +1020,7 @@ static void core_tick(struct core *c)
 	for (int i = 0; i < ntouch; i++)
 		store_computer_touch(c->store, touch[i].id, touch[i].at, NULL);
 	core_check_alive(c);
+	core_recordings_sweep(c);
 	pool_tick(c);
 	for (int i = 0; i < nidle; i++) {
 		fprintf(stderr, "cubicled: %s idle: %s\n", idle[i].id,
@@ -1198,6 +1203,20 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 		c->cfg.spool_max = 16ull << 30;
 	if (!c->cfg.spool_min_free)
 		c->cfg.spool_min_free = 1ull << 30;
+	if (c->cfg.record_fps <= 0)
+		c->cfg.record_fps = 10;
+	if (c->cfg.record_max_s <= 0)
+		c->cfg.record_max_s = 3600;
+	if (!c->cfg.record_max_bytes)
+		c->cfg.record_max_bytes = 1ull << 30;
+	if (c->cfg.record_per_computer <= 0)
+		c->cfg.record_per_computer = 1;
+	if (c->cfg.record_per_host <= 0)
+		c->cfg.record_per_host = 4;
+	if (c->cfg.record_keep_days <= 0)
+		c->cfg.record_keep_days = 30;
+	if (!c->cfg.record_uid)
+		c->cfg.record_uid = 65534;
 	c->store = store;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
@@ -1207,7 +1226,8 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
 	mkdir(dir, 0711);
 	drivers_probe();
-	if (core_stats_open(c, e) < 0 || core_recover(c, e) < 0 ||
+	if (core_recordings_recover(c, e) < 0 || core_stats_open(c, e) < 0 ||
+	    core_recover(c, e) < 0 ||
 	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||
 	    core_previews_load(c, e) < 0 || pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
@@ -1232,6 +1252,7 @@ int core_quiesce(struct core *c)
 		/* the ticker also ends when the pipe closes */
 	}
 	pthread_join(c->ticker, NULL);
+	core_recordings_close(c); /* their files finished, before anything else goes */
 	/* Let boots and idle operations finish writing their state. */
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);

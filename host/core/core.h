@@ -48,6 +48,15 @@ struct core_config {
 	const char *guest_setup;
 	/* --guest-sizes off: containers show the host's sizes (driver.h). */
 	bool host_sizes;
+	/* Screen recordings (recordings.c; 0 = the default). */
+	const char *recorder;	   /* the cubicle-record executable ("" = none: 503) */
+	int record_fps;		   /* frames a second at most: 10 */
+	int record_max_s;	   /* the longest recording: 3600 */
+	uint64_t record_max_bytes; /* the largest file: 1 GiB */
+	int record_per_computer;   /* recordings of one computer at once: 1 */
+	int record_per_host;	   /* recordings at once, all computers: 4 */
+	int record_keep_days;	   /* a kept recording is deleted this long after it stopped: 30 */
+	unsigned record_uid;	   /* the recorder's uid and gid: 65534 */
 };
 
 struct core;
@@ -257,6 +266,35 @@ int core_connect_token(struct core *c, const char *ws, const json_t *params, con
 int core_byo_admit(struct core *c, const char *authorization, const char *hostname, bool display,
 		   int width, int height, char *path, size_t plen, char *preamble, size_t prelen,
 		   struct err *e);
+
+/* ---- recordings (recordings.c) ----------------------------------------------------- */
+
+/*
+ * A running desktop's screen into a WebM file, with the track of the actions
+ * run meanwhile. params: {"keep"?: bool}. *out: the recording's JSON, once
+ * its first picture is in. ERR_LIMIT past --recordings-per-computer or
+ * --max-recordings; ERR_NO_SPACE when the workspace's storage cannot take
+ * one; ERR_CONFLICT for a sandbox or a computer not running.
+ */
+int core_recording_start(struct core *c, const char *id, const char *ws, const json_t *params,
+			 json_t **out, struct err *e);
+/* Ends it (the file finished) and answers its JSON; params {"keep"?}. A
+ * stopped one answers as it is (keep may still change). */
+int core_recording_stop(struct core *c, const char *id, const char *ws, const char *rid,
+			const json_t *params, json_t **out, struct err *e);
+/* {"recordings": [...]} of computer id (also a deleted one's kept ones). */
+int core_recording_list(struct core *c, const char *id, const char *ws, json_t **out,
+			struct err *e);
+/* The WebM file, opened for reading (ERR_CONFLICT while it records). */
+int core_recording_open(struct core *c, const char *id, const char *ws, const char *rid, int *fd,
+			uint64_t *size, struct err *e);
+/* {"recording": {...}, "actions": [{"t_ms", "duration_ms", "action",
+ * "params", "status"}, ...]} */
+int core_recording_actions(struct core *c, const char *id, const char *ws, const char *rid,
+			   json_t **out, struct err *e);
+/* Stops it if it records, removes its files and its row. */
+int core_recording_delete(struct core *c, const char *id, const char *ws, const char *rid,
+			  json_t **out, struct err *e);
 
 /* Prometheus text (malloc'd). */
 char *core_metrics(struct core *c);

@@ -123,6 +123,9 @@ int core_action(struct core *c, const char *id, const char *ws, const char *acti
 	int rc = envd_action(address, token, action, body, len,
 			     core_action_deadline(action, body, len), r, e);
 	core_stats_action(c, action, clock_now_us() - t0, core_action_err_code(rc, r, e));
+	core_recordings_note(c, id, action, body, len,
+			     rc < 0 ? err_http_status(e->code) : r->status, t0, clock_now_us(),
+			     rc < 0 ? NULL : r);
 	if (rc == 0 && r->status == 200 && strcmp(action, "set_screen_size") == 0)
 		core_note_resolution(c, id, ws, r);
 	return rc;

@@ -151,6 +151,25 @@ static const char *const store_migrations[] = {
     " issued_ms INTEGER NOT NULL DEFAULT 0,"
     " expires_ms INTEGER NOT NULL,"
     " PRIMARY KEY (computer, port));",
+    /* 8: screen recordings (store-recordings.h); the files are on the
+     * workspace's session disk, sessions/<ws>/.recordings/<id>.*. */
+    "CREATE TABLE recordings ("
+    " id TEXT PRIMARY KEY,"
+    " computer TEXT NOT NULL,"
+    " workspace TEXT NOT NULL,"
+    " state TEXT NOT NULL,"
+    " keep INTEGER NOT NULL DEFAULT 0,"
+    " started_ms INTEGER NOT NULL,"
+    " stopped_ms INTEGER NOT NULL DEFAULT 0,"
+    " duration_ms INTEGER NOT NULL DEFAULT 0,"
+    " bytes INTEGER NOT NULL DEFAULT 0,"
+    " frames INTEGER NOT NULL DEFAULT 0,"
+    " actions INTEGER NOT NULL DEFAULT 0,"
+    " width INTEGER NOT NULL DEFAULT 0,"
+    " height INTEGER NOT NULL DEFAULT 0,"
+    " reason TEXT NOT NULL DEFAULT '',"
+    " error TEXT NOT NULL DEFAULT '');"
+    "CREATE INDEX recordings_computer ON recordings (computer);",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))

@@ -35,6 +35,8 @@ static const struct opt stream_opts[] = {
 static const struct opt preview_opts[] = {
     {"ttl", true, 0}, {"public", false, 0}, {"revoke", false, 0}, {NULL, false, 0}};
 static const struct opt cdp_opts[] = {{"ttl", true, 0}, {NULL, false, 0}};
+static const struct opt record_opts[] = {
+    {"keep", false, 0}, {"output", true, 'o'}, {NULL, false, 0}};
 static const struct opt usage_opts[] = {
     {"workspace", true, 'w'}, {"from", true, 0}, {"to", true, 0}, {NULL, false, 0}};
 static const struct opt run_opts[] = {{"c", true, 'c'}, {"stdin", true, 0}, {NULL, false, 0}};
@@ -71,6 +73,13 @@ static const struct command commands[] = {
      "Prints the WebSocket URL of the desktop browser's DevTools (Chromium, started if "
      "needed), for Playwright's connectOverCDP.",
      cdp_opts, cmd_cdp},
+    {"record",
+     "start ID [--keep] | stop ID REC [--keep] | ls ID | get ID REC [-o FILE] | "
+     "actions ID REC | rm ID REC",
+     "Records a desktop's screen: start prints the recording's id; stop finishes the file "
+     "(--keep keeps it after the computer is deleted); get downloads the WebM (default "
+     "REC.webm, '-' for stdout); actions lists what the API ran meanwhile.",
+     record_opts, cmd_record},
     {"usage", "[--workspace W] [--from TIME] [--to TIME]",
      "Prints the metered usage per computer (TIME: Unix seconds or 2026-11-22T04:00:00Z).",
      usage_opts, cmd_usage},

@@ -255,6 +255,40 @@ int core_session_write(struct core *c, const char *ws, const char *session, cons
 {
 	return err_set(e, ERR_NOT_FOUND, "no session %.40s", session);
 }
+int core_recording_start(struct core *c, const char *id, const char *ws, const json_t *params,
+			 json_t **out, struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	return err_set(e, ERR_UNAVAILABLE, "no recorder here");
+}
+int core_recording_stop(struct core *c, const char *id, const char *ws, const char *rid,
+			const json_t *params, json_t **out, struct err *e)
+{
+	return err_set(e, ERR_NOT_FOUND, "no recording %.40s", rid);
+}
+int core_recording_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	*out = json_pack("{s:[]}", "recordings");
+	return 0;
+}
+int core_recording_open(struct core *c, const char *id, const char *ws, const char *rid, int *fd,
+			uint64_t *size, struct err *e)
+{
+	return err_set(e, ERR_NOT_FOUND, "no recording %.40s", rid);
+}
+int core_recording_actions(struct core *c, const char *id, const char *ws, const char *rid,
+			   json_t **out, struct err *e)
+{
+	return err_set(e, ERR_NOT_FOUND, "no recording %.40s", rid);
+}
+int core_recording_delete(struct core *c, const char *id, const char *ws, const char *rid,
+			  json_t **out, struct err *e)
+{
+	return err_set(e, ERR_NOT_FOUND, "no recording %.40s", rid);
+}
 int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, json_t **out,
 	       struct err *e)
 {

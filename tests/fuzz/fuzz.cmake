@@ -96,6 +96,7 @@ set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/r
 	${API}/metrics.c
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
 	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/stream.c
+	${API}/recordings.c
 	${API}/rfbfilter.c ${API}/preview.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
 	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c ${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c
 	${CMAKE_SOURCE_DIR}/wire/httpd-relay.c ${CMAKE_SOURCE_DIR}/wire/httpreq.c)

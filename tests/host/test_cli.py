@@ -234,6 +234,22 @@ class Desktop(unittest.TestCase):
         self.assertTrue(view["view_only"])
         self.assertIn("view_only=1", view["embed_url"])
 
+    def test_record(self):
+        rid = ok("record", "start", desktop).strip()
+        self.assertRegex(rid, r"^rec-[0-9a-f]{16}$")
+        ok("move_cursor", desktop, "12", "34")
+        self.assertIn(rid, ok("record", "ls", desktop))
+        stopped = json.loads(ok("--json", "record", "stop", desktop, rid))
+        self.assertEqual((stopped["state"], stopped["actions"]), ("stopped", 1))
+        self.assertIn("move_cursor", ok("record", "actions", desktop, rid))
+        webm = cli("record", "get", desktop, rid, "-o", "-").stdout
+        self.assertEqual(webm[:4], b"\x1a\x45\xdf\xa3")
+        ok("record", "rm", desktop, rid)
+        p = cli("record", "get", desktop, rid, "-o", "-")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"no recording", p.stderr)
+        self.assertEqual(cli("record", "stop", desktop).returncode, 2)
+
 
     def test_preview_list_and_revoke(self):
         # A server in the sandbox answers through the printed URL.

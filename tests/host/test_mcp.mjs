@@ -79,6 +79,7 @@ describe("the SDK client", () => {
 			"delete_computer", "screenshot", "left_click", "type", "key", "hotkey", "scroll",
 			"drag", "move_cursor", "windows", "get_accessibility_tree", "bash", "python",
 			"read_file", "write_file", "stream_url", "preview_url", "cdp_url", "get_cursor_position",
+			"start_recording", "stop_recording",
 		]) {
 			assert.ok(byName[name], `no tool ${name}`);
 			assert.equal(byName[name].inputSchema.type, "object");
@@ -138,6 +139,13 @@ describe("the SDK client", () => {
 
 		const st = await call("stream_url", { computer_id: computer, ttl_s: 30, view_only: true });
 		assert.match(st.structuredContent.embed_url, new RegExp(`^http://127\\.0\\.0\\.1:${srv.port}/embed/${computer}\\?token=`));
+
+		const rec = await call("start_recording", { computer_id: computer });
+		assert.equal(rec.structuredContent.state, "recording");
+		await call("move_cursor", { computer_id: computer, x: 3, y: 4 });
+		const recDone = await call("stop_recording", { computer_id: computer, recording_id: rec.structuredContent.id, keep: true });
+		assert.deepEqual([recDone.structuredContent.state, recDone.structuredContent.keep, recDone.structuredContent.actions], ["stopped", true, 1]);
+		assert.match(await callFails("stop_recording", { computer_id: computer, recording_id: "rec-nope" }), /not_found/);
 
 		const listed = await call("list_computers", { state: "running" });
 		assert.deepEqual(listed.structuredContent.computers.map((x) => x.id), [computer]);

@@ -137,6 +137,23 @@ class Files(unittest.TestCase):
 
 
 class Desktop(unittest.TestCase):
+    def test_recording(self):
+        r = desktop.start_recording()
+        self.assertEqual((r["state"], r["width"], r["height"]), ("recording", 1024, 768))
+        desktop.move_cursor(7, 8)
+        self.assertEqual([x["id"] for x in desktop.recordings()], [r["id"]])
+        done = desktop.stop_recording(r["id"], keep=True)
+        self.assertEqual((done["state"], done["keep"], done["actions"]), ("stopped", True, 1))
+        track = desktop.recording_actions(r["id"])["actions"]
+        self.assertEqual([(a["action"], a["params"], a["status"]) for a in track],
+                         [("move_cursor", {"x": 7, "y": 8}, 200)])
+        webm = desktop.download_recording(r["id"])
+        self.assertEqual(webm[:4], b"\x1a\x45\xdf\xa3")  # EBML: a WebM
+        self.assertEqual(len(webm), done["bytes"])
+        self.assertTrue(desktop.delete_recording(r["id"])["deleted"])
+        with self.assertRaises(cubicle.NotFound):
+            desktop.recording_actions(r["id"])
+
     def test_mouse(self):
         desktop.left_click(100, 200)
         self.assertEqual(desktop.get_cursor_position()["x"], 100)

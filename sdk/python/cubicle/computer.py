@@ -186,6 +186,49 @@ class Computer:
         body = {} if ttl_s is None else {"ttl_s": int(ttl_s)}
         return self.client.request("POST", self._path(self.id, "/cdp"), body)
 
+    # ---- recordings (docs/api.md, "Recordings") --------------------------
+
+    def start_recording(self, keep=False):
+        """Starts recording the screen (a running desktop); returns the
+        recording's JSON ({"id", "state": "recording", ...})."""
+        return self.client.request("POST", self._path(self.id, "/recordings"),
+                                   {"keep": bool(keep)})
+
+    def stop_recording(self, recording_id, keep=None):
+        """Stops it (the file is finished when this returns); `keep` keeps it
+        after the computer is deleted. Returns its JSON."""
+        body = {} if keep is None else {"keep": bool(keep)}
+        return self.client.request(
+            "POST", self._path(self.id, "/recordings/%s/stop" % recording_id), body)
+
+    def recordings(self):
+        """The computer's recordings, oldest first."""
+        return self.client.request("GET", self._path(self.id, "/recordings"))["recordings"]
+
+    def recording_actions(self, recording_id):
+        """{"recording", "actions": [{"t_ms", "duration_ms", "action", "params",
+        "status"}]}: what the API ran while it recorded."""
+        return self.client.request(
+            "GET", self._path(self.id, "/recordings/%s/actions" % recording_id))
+
+    def download_recording(self, recording_id, to=None):
+        """The WebM file's bytes; or, with `to` (a path or a writable binary
+        file), streams it there and returns the byte count."""
+        path = self._path(self.id, "/recordings/" + recording_id)
+        if to is None:
+            buf = io.BytesIO()
+            self.client.download(path, None, buf)
+            return buf.getvalue()
+        if isinstance(to, (str, os.PathLike)):
+            with open(to, "wb") as f:
+                return self.client.download(path, None, f)
+        return self.client.download(path, None, to)
+
+    def delete_recording(self, recording_id):
+        """Deletes it (stopping it first if it records)."""
+        return self.client.request(
+            "DELETE", self._path(self.id, "/recordings/" + recording_id))
+
     # ---- actions ---------------------------------------------------------
 
     def action(self, name, params=None, **kw):
