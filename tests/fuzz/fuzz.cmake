@@ -89,8 +89,8 @@ cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner
 # computer-use and stream code, the real store, the fake core (fakecore.c).
 set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/routes.c
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
-	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/stream.c
-	${API}/rfbfilter.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
+	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/computeruse-envd.c
+	${API}/stream.c ${API}/rfbfilter.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
 	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c ${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c)
 # api.c is included by apihost.h (its router and handlers are static).
 foreach(h api mcp computeruse)
