@@ -156,8 +156,11 @@ int cu_with_mods(struct cu *u, const char *mods, const char *action, json_t *par
  * (zoom) a screen region fitted into it. malloc'd into *b64. */
 int cu_screenshot(struct cu *u, const struct cu_result *res, char **b64, struct err *e)
 {
-	if (u->changed && u->settle_ms > 0)
-		clock_sleep_ms(u->settle_ms);
+	if (u->changed && u->settle_ms > 0) { /* out of the wait budget too: never past it */
+		long long ms = u->settle_ms < u->wait_left_ms ? u->settle_ms : u->wait_left_ms;
+		u->wait_left_ms -= ms;
+		clock_sleep_ms(ms);
+	}
 	u->changed = false;
 	json_t *p;
 	if (res && res->zoom)
@@ -275,4 +278,3 @@ int cu_settle(struct cu *u, const json_t *body, const char *q, struct err *e)
 	u->settle_ms = (int)ms;
 	return 0;
 }
-

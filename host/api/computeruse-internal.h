@@ -26,7 +26,8 @@
 #define CU_MAX_KEYS	    16
 /* Calls in one request: tool_use blocks of a turn, actions of a computer_call. */
 #define CU_MAX_BATCH 32
-/* What the waits and held keys of one request may add up to. */
+/* What the waits, held keys and screenshot delays of one request may add
+ * up to (a delay is cut short when it would pass it). */
 #define CU_MAX_WAIT_MS 100000
 
 /* The tool the agent was given: the `type` of its tools[] entry. */
