@@ -16,6 +16,7 @@ import base64
 import glob
 import json
 import os
+import subprocess
 import sys
 import unittest
 
@@ -136,6 +137,17 @@ class Replay(unittest.TestCase):
             else:
                 self.assertIsNone(r.headers.get(h.lower()), h)
         self.assertEqual(presses(xev.until_sentinel(act), fx["events"]), fx["events"])
+
+
+class Shapes(unittest.TestCase):
+    def test_fixtures_follow_the_published_schemas(self):
+        """The recorded requests and answers are what docs/openapi.json's
+        ComputerUseRequest and ComputerUseAnswer describe (what a generated
+        client, the TypeScript SDK's included, is built from)."""
+        p = subprocess.run(["node", os.path.join(HERE, "validate_computer_use.mjs")] + FIXTURES,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(p.stdout.count(": valid\n"), len(FIXTURES), p.stdout)
 
 
 for _path in FIXTURES:
