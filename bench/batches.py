@@ -98,14 +98,22 @@ def main():
 
         rows = []
         for n in (1, 4, 8, 16):
-            for label, fn in (
-                    ("toolset: 1 turn of N tool_use", toolset_turn(n)),
+            ways = (("toolset: 1 turn of N tool_use", toolset_turn(n)),
                     ("toolset: N requests of 1 tool_use", toolset_each(n)),
                     ("computer_20251124: a screenshot per action", legacy_each(n)),
                     ("OpenAI computer: 1 computer_call, N-1 actions", openai_batch(n)),
                     ("computer_use_preview: N-1 calls, a screenshot each", openai_each(n)),
-                    ("REST: N-1 move_cursor + screenshot", rest(n))):
-                med, p99 = stats(timed(fn, SAMPLES, warmup=2))
+                    ("REST: N-1 move_cursor + screenshot", rest(n)))
+            # Taken in turns, sample by sample: a change in the machine's load
+            # (it is shared) falls on every way alike.
+            samples = {label: [] for label, _ in ways}
+            for i in range(SAMPLES + 2):
+                for label, fn in ways:
+                    ms = timed(fn, 1, warmup=0)[0]
+                    if i >= 2:
+                        samples[label].append(ms)
+            for label, _ in ways:
+                med, p99 = stats(samples[label])
                 rows.append((n, label, "%.1f" % med, "%.1f" % p99))
         table("computer-use batches: N calls of a turn, %d samples each (ms per turn)" % SAMPLES,
               rows, ("N", "how", "median", "p99"))

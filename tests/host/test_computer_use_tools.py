@@ -330,7 +330,8 @@ class Clients(unittest.TestCase):
     def test_mcp(self):
         tools = self.mcp("tools/list", {})["result"]["tools"]
         tool = next(t for t in tools if t["name"] == "computer_use")
-        self.assertIn("computer_toolset_20260801", tool["inputSchema"]["properties"]["tool"]["enum"])
+        self.assertIn("computer_toolset_20260801",
+                      tool["inputSchema"]["properties"]["tool"]["enum"])
         res = self.mcp("tools/call", {"name": "computer_use", "arguments": {
             "computer_id": cid, "call": self.TURN, "display": {"width": 1024, "height": 640}}})
         res = res["result"]
