@@ -352,6 +352,24 @@ class Clients(unittest.TestCase):
             "computer_id": cid, "call": {"action": "screenshot"}, "tool": "computer_20990101"}})
         self.assertTrue(res.get("result", {}).get("isError") or "error" in res, res)
 
+    def test_another_workspace_is_refused(self):
+        """A batch through another workspace's key reaches nothing: 404 on
+        REST, a not_found tool error on MCP, and no press on the desktop."""
+        _, other = srv.workspace("cutools-other")
+        xev = Xev(bash)
+        xev.mark()
+        turn = {"content": [{"type": "tool_use", "id": "x", "name": "left_click",
+                             "toolset_name": "computer", "input": {"coordinate": [550, 400]}}]}
+        r = srv.req("POST", "/v1/computers/%s/computer-use" % cid, turn, key=other)
+        self.assertEqual(r.status, 404, r.body)
+        r = srv.req("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                     "params": {"name": "computer_use", "arguments": {
+                                         "computer_id": cid, "call": turn}}},
+                    key=other, headers={"Accept": "application/json, text/event-stream"})
+        self.assertTrue(r.json["result"]["isError"])
+        self.assertIn("not_found", r.json["result"]["content"][0]["text"])
+        self.assertEqual([e for e in xev.until_sentinel(act) if e["type"] == "ButtonPress"], [])
+
     def test_python_sdk(self):
         client = cubicle.Client("http://127.0.0.1:%d" % srv.port, key)
         c = cubicle.Computer.get(cid, client=client)
