@@ -27,6 +27,7 @@
 #include "connect.h"
 #include "desk.h"
 #include "envd.h"
+#include "log.h"
 #include "server.h"
 #include "session.h"
 #include "vnc.h"
@@ -63,6 +64,7 @@ static void main_usage(FILE *to)
 	      "  --credential-file F where --connect keeps this machine's credential (0600;\n"
 	      "                      default $HOME/.config/cubicle-envd.credential)\n"
 	      "  --listen ADDR       where to serve the HTTP API (tcp port 0 = any free port)\n"
+	      "  --log-format F      text (default) or json: one JSON object per line\n"
 	      "  --token-file FILE   the bearer token clients must send (first line of FILE)\n"
 	      "  --user NAME         run client commands and file access as this user\n"
 	      "  --session desktop   start and supervise the desktop session (Xvfb, D-Bus,\n"
@@ -164,6 +166,7 @@ int main(int argc, char **argv)
 	    {"vnc", required_argument, NULL, 'v'},
 	    {"connect", required_argument, NULL, 'C'},
 	    {"credential-file", required_argument, NULL, 'F'},
+	    {"log-format", required_argument, NULL, 'L'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -221,6 +224,16 @@ int main(int argc, char **argv)
 		case 'F':
 			cred_file = optarg;
 			break;
+		case 'L': {
+			enum log_format lf;
+			if (log_format_parse(optarg, &lf) < 0) {
+				fprintf(stderr, "envd: --log-format takes text or json, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			log_set_format(lf, "envd");
+			break;
+		}
 		case 'V':
 			printf("envd %s\n", CUBICLE_VERSION);
 			return 0;

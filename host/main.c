@@ -23,6 +23,7 @@
 
 #include "api.h"
 #include "ident.h"
+#include "log.h"
 #include "token.h"
 #include "core.h"
 #include "guest-net.h"
@@ -96,6 +97,10 @@ static void main_usage(FILE *to)
 	      "                            CGNAT...: host/README.md); never the host's own\n"
 	      "  --egress-deny CIDR,...    IPv4 prefixes guests may not reach, besides the\n"
 	      "                            defaults (beats any allow)\n"
+	      "  --metrics-open            serve GET /metrics without a key (it names\n"
+	      "                            workspaces; default: the admin key only)\n"
+	      "  --log-format text|json    the log on stderr: text (default), or one JSON\n"
+	      "                            object per line\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -270,6 +275,8 @@ int main(int argc, char **argv)
 	    {"body-min-rate", required_argument, NULL, 0x208},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
+	    {"metrics-open", no_argument, NULL, 0x300},
+	    {"log-format", required_argument, NULL, 0x301},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -436,6 +443,22 @@ int main(int argc, char **argv)
 				fprintf(stderr, "cubicled: %s\n", pe.message);
 				return 2;
 			}
+			break;
+		}
+		case 0x300:
+			ao.metrics_open = true;
+			break;
+		case 0x301: {
+			enum log_format lf;
+			if (log_format_parse(optarg, &lf) < 0) {
+				fprintf(stderr,
+					"cubicled: --log-format takes text or json, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			if (log_set_format(lf, "cubicled") < 0)
+				fprintf(stderr,
+					"cubicled: cannot log as JSON; the log stays text\n");
 			break;
 		}
 		case 'V':

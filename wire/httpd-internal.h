@@ -40,6 +40,7 @@ struct exchange {
 	bool released; /* under h->lock: parked, and its job thread has returned */
 	bool answered; /* under h->lock: parked, answered before its job thread returned */
 	bool headers_sent, close_after;
+	bool finished; /* its answer's last byte went out */
 	size_t resp_sent;
 	char target[160];
 	int64_t t0_us; /* clock_now_us() when it began */

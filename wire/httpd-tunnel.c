@@ -233,6 +233,8 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 	case LWS_CALLBACK_RECEIVE: {
 		if (!tn || !tn->raw)
 			return -1;
+		if (tn->t.bytes)
+			atomic_fetch_add_explicit(&tn->t.bytes[0], len, memory_order_relaxed);
 		/* The queue copies what it keeps: only a filter needs a buffer. */
 		long n = (long)len;
 		int rc;
@@ -308,6 +310,8 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		}
 		if (httpd_buf_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
 			return -1;
+		if (tn->t.bytes)
+			atomic_fetch_add_explicit(&tn->t.bytes[1], len, memory_order_relaxed);
 		lws_callback_on_writable(tn->ws);
 		if (tn->to_ws_len > TUNNEL_HIGH && !tn->raw_paused) {
 			tn->raw_paused = true;

@@ -17,16 +17,19 @@
 #ifndef CUBICLE_WIRE_HTTPD_H
 #define CUBICLE_WIRE_HTTPD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
 
 #include "err.h"
+#include "log.h"
 
 #define HTTPD_MAX_URL	8192
 #define HTTPD_MAX_QUERY 32
 #define HTTPD_MAX_EXTRA 4 /* httpd_opts.extra_headers */
+#define HTTPD_LOG_KV	6 /* httpd_route.log_kv pairs */
 
 enum httpd_method {
 	HTTPD_GET,
@@ -49,7 +52,10 @@ struct httpd_request {
 	char accept[256];		  /* the Accept header, "" if none */
 	char content_type[128];		  /* the Content-Type header, "" if none */
 	char extra[HTTPD_MAX_EXTRA][128]; /* httpd_opts.extra_headers' values, "" if absent */
-	long long content_length;	  /* -1 when not given */
+	/* The incoming X-Request-Id when sane (log.h), else a new one; echoed
+	 * in the answer, logged, and the handler thread's log_request_id(). */
+	char request_id[LOG_REQUEST_ID_MAX + 1];
+	long long content_length; /* -1 when not given */
 	size_t nquery;
 	char *query[HTTPD_MAX_QUERY]; /* decoded "name=value" fragments */
 	char *body;		      /* memory mode: the body, NUL-terminated */
@@ -69,6 +75,10 @@ struct httpd_response {
 	unsigned char *body;	  /* malloc'd, freed by httpd */
 	size_t body_len;
 	int file_fd; /* >= 0: stream file_len bytes from it instead; httpd closes it */
+	/* An error answer's code, static (err_code_name, err_code_static):
+	 * set by httpd_respond_err*; a handler that relays someone else's
+	 * error sets it itself. NULL: derived from the status. */
+	const char *err_code;
 	uint64_t file_len;
 	size_t nheaders;
 	struct {
@@ -119,6 +129,18 @@ struct httpd_route {
 	 * and these members are added to its "error" object (stolen). */
 	int retry_after_s;
 	json_t *err_detail;
+	/* More of the request's log line: key and value pairs, NULL-ended,
+	 * valid until user_free (the router points them into `user`). */
+	const char *log_kv[2 * HTTPD_LOG_KV + 1];
+};
+
+/* What httpd_opts.on_done learns of a request that ended. */
+struct httpd_done {
+	int status;
+	const char *err_code; /* status >= 400: the answer's error code (static); else NULL */
+	int64_t us;	      /* from its headers to its last byte (or its end) */
+	uint64_t bytes_out;   /* the body's bytes sent */
+	bool gone;	      /* the client left (or the server stopped) before the end */
 };
 
 /*
@@ -161,6 +183,10 @@ struct httpd_tunnel {
 	void (*state_free)(void *state);
 	void (*on_close)(void *close_ctx, const char *tag); /* once, when the tunnel ends */
 	void *close_ctx;
+	/* Counters the tunnel adds its bytes to (relaxed atomics, loop thread):
+	 * [0] from the client (before the filter), [1] to the client. NULL:
+	 * not counted. */
+	_Atomic uint64_t *bytes;
 };
 
 typedef int (*httpd_tunnel_router)(void *ctx, struct httpd_request *req, struct httpd_tunnel *t,
@@ -198,6 +224,12 @@ struct httpd_opts {
 	int header_timeout_s;
 	int body_timeout_s;
 	int body_min_rate;
+	/* Called once per request when it ends (answered, refused early, or
+	 * its client gone), on the loop or on its worker: it must be quick and
+	 * thread-safe (counters, histograms). req->user is the router's. Then
+	 * httpd logs the request's line: log_prefix, method and path, status,
+	 * milliseconds, the request id, route.log_kv, in log_get_format(). */
+	void (*on_done)(void *ctx, const struct httpd_request *req, const struct httpd_done *d);
 };
 
 struct httpd;

@@ -51,6 +51,8 @@ struct api {
 	bool waiter_stop;	   /* under parked_lock */
 	bool waiter_started;
 	pthread_t waiter;
+	struct api_stats *stats; /* metrics.c */
+	bool metrics_open;	 /* GET /metrics without a key (--metrics-open) */
 };
 
 /* Who is calling, decided by the router. */
@@ -69,6 +71,7 @@ struct api_caller {
 	uint64_t spooled;
 	int counted; /* 0, or what api_tenant_enter counted: API_COUNT_* */
 	char counted_ws[40];
+	int route; /* the route table's index (routes.h), -1 when none */
 };
 
 enum { API_COUNT_REQUEST = 1, API_COUNT_WAIT = 2 };
@@ -114,12 +117,22 @@ void api_answer_wait(struct api *a, struct httpd_request *req, struct httpd_resp
  * waiter_stop): answers every parked wait. */
 void *api_waiter(void *arg);
 
+/* ---- /metrics (metrics.c) ---------------------------------------------------------- */
+
+int api_stats_open(struct api *a, struct err *e);
+void api_stats_close(struct api *a);
+/* httpd's on_done: a request's latency and error code, by route. */
+void api_done(void *ctx, const struct httpd_request *req, const struct httpd_done *d);
+/* The byte counters of live streams' tunnels (link false) or of machines'
+ * links (true), for httpd_tunnel.bytes. */
+_Atomic uint64_t *api_stream_bytes(struct api *a, bool link);
+
 /* ---- handlers (handlers.c), picked by the router -------------------------------- */
 
 void api_healthz(void *ctx, struct httpd_request *req,
 		 struct httpd_response *resp); /* GET /healthz (no key) */
 void api_metrics(void *ctx, struct httpd_request *req,
-		 struct httpd_response *resp); /* GET /metrics (no key): Prometheus text */
+		 struct httpd_response *resp); /* GET /metrics (metrics.c): Prometheus text */
 void api_openapi(void *ctx, struct httpd_request *req,
 		 struct httpd_response *resp); /* GET /openapi.json (no key): docs/openapi.json */
 void api_workspace(void *ctx, struct httpd_request *req,

@@ -135,9 +135,13 @@ static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel 
 			return -1;
 		snprintf(t->tag, sizeof t->tag, "byo-link");
 		t->answer_seconds = 10;
+		t->bytes = api_stream_bytes(a, true);
 		return 0;
 	}
-	return streams_tunnel(a->streams, req, t, e);
+	if (streams_tunnel(a->streams, req, t, e) < 0)
+		return -1;
+	t->bytes = api_stream_bytes(a, false);
+	return 0;
 }
 
 /* ---- the router ----------------------------------------------------------------- */
@@ -240,7 +244,9 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		route->handler = api_healthz;
 		return 0;
 	}
-	if (strcmp(req->path, "/metrics") == 0) {
+	/* /metrics names workspaces: the admin key's, unless --metrics-open. */
+	bool metrics = strcmp(req->path, "/metrics") == 0;
+	if (metrics && a->metrics_open) {
 		route->handler = api_metrics;
 		return 0;
 	}
@@ -281,6 +287,14 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 	*keyed = true;
 	route->body = HTTPD_BODY_MEMORY;
 	route->max_body = a->max_body;
+	if (metrics) {
+		if (!c->admin)
+			return err_set(e, ERR_FORBIDDEN,
+				       "/metrics names every workspace: it needs the admin key "
+				       "(or cubicled --metrics-open)");
+		route->handler = api_metrics;
+		return 0;
+	}
 	if (mcp) {
 		route->handler = api_mcp;
 		return 0;
@@ -401,6 +415,28 @@ not_found:
 		       req->method_name, req->path);
 }
 
+/* The request's log line gets its route, workspace, id and action (httpd.h's
+ * log_kv, pointing into c, which lives as long as the request). */
+static void api_log_kv(struct api_caller *c, struct httpd_route *route)
+{
+	int k = 0;
+	route->log_kv[k++] = "route";
+	route->log_kv[k++] = routes_pattern(c->route);
+	if (c->admin || c->ws[0]) {
+		route->log_kv[k++] = "ws";
+		route->log_kv[k++] = c->admin ? "admin" : c->ws;
+	}
+	if (c->id[0]) {
+		route->log_kv[k++] = "id";
+		route->log_kv[k++] = c->id;
+	}
+	if (c->sub[0] && route->handler == api_action) {
+		route->log_kv[k++] = "action";
+		route->log_kv[k++] = c->sub;
+	}
+	route->log_kv[k] = NULL;
+}
+
 /*
  * On the event loop for every request: must not block (no SQLite, no
  * network): the key is checked from memory, the workspace's budget counted.
@@ -420,11 +456,14 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 	route->user = c;
 	route->user_free = api_caller_close;
 	bool keyed = false;
-	if (api_route_pick(a, req, route, c, &keyed, e) < 0)
+	int picked = api_route_pick(a, req, route, c, &keyed, e);
+	c->route = routes_find(req->method, req->path);
+	api_log_kv(c, route);
+	if (picked < 0)
 		return -1;
 	/* What the router serves must be in the route table (spec/api.json):
 	 * anything else answers as a missing endpoint (routes.h). */
-	if (!routes_has(req->method, req->path))
+	if (c->route < 0)
 		return err_set(e, ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)",
 			       req->method_name, req->path);
 	if (keyed && c->admin)
@@ -449,6 +488,11 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	a->max_requests_ws = o->max_requests_per_workspace > 0 ? o->max_requests_per_workspace : 32;
 	a->max_waits_ws = o->max_waits_per_workspace > 0 ? o->max_waits_per_workspace : 16;
 	a->max_body = o->max_body > 0 ? o->max_body : 1u << 20;
+	a->metrics_open = o->metrics_open;
+	if (api_stats_open(a, e) < 0) {
+		free(a);
+		return NULL;
+	}
 	pthread_mutex_init(&a->tenants_lock, NULL);
 	pthread_mutex_init(&a->parked_lock, NULL);
 	mkdir(a->spool_dir, 0700);
@@ -465,6 +509,7 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .header_timeout_s = o->header_timeout_s,
 	    .body_timeout_s = o->body_timeout_s,
 	    .body_min_rate = o->body_min_rate,
+	    .on_done = api_done,
 	};
 	a->httpd = httpd_create(&ho, e);
 	struct streams_opts so = {
@@ -490,6 +535,7 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 		mcp_destroy(a->mcp);
 		pthread_mutex_destroy(&a->parked_lock);
 		pthread_mutex_destroy(&a->tenants_lock);
+		api_stats_close(a);
 		free(a);
 		return NULL;
 	}
@@ -536,6 +582,7 @@ void api_destroy(struct api *a)
 		}
 		pthread_mutex_destroy(&a->parked_lock);
 		pthread_mutex_destroy(&a->tenants_lock);
+		api_stats_close(a);
 		free(a);
 	}
 }

@@ -1,7 +1,8 @@
 /*
  * api: cubicled's REST API (docs/api.md) on wire/httpd.
  *
- * The router authenticates every request but /healthz and /metrics: the
+ * The router authenticates every request but /healthz, /openapi.json (and
+ * /metrics with metrics_open): the
  * admin key (compared by digest in constant time) or a workspace key looked
  * up in the store (from memory: the router runs on the event loop and never
  * waits on SQLite). Workspace keys see only their workspace: another
@@ -10,7 +11,7 @@
  * One tenant cannot take every worker: a workspace has at most
  * max_requests_per_workspace requests and max_waits_per_workspace ?wait=
  * requests in flight (429 limit_reached + Retry-After past them), and the
- * requests without a key (/healthz, /metrics, /embed, CORS preflights)
+ * requests without a key (/healthz, /openapi.json, /embed, CORS preflights)
  * share one such budget, so their sum stays below max_requests.
  */
 #ifndef CUBICLE_API_H
@@ -45,6 +46,7 @@ struct api_opts {
 	int header_timeout_s;		/* headers complete within [10] */
 	int body_timeout_s;		/* a body arrives within this [30] ... */
 	int body_min_rate;		/* ... + 1 s per this many bytes [16384] */
+	bool metrics_open;		/* GET /metrics without a key (else: the admin key's) */
 };
 
 struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,

@@ -149,23 +149,6 @@ void api_openapi(void *ctx, struct httpd_request *req, struct httpd_response *re
 	resp->content_type = "application/json";
 }
 
-void api_metrics(void *ctx, struct httpd_request *req, struct httpd_response *resp)
-{
-	struct api *a = ctx;
-	(void)req;
-	char *text = core_metrics(a->core), *runs = a->runner ? runner_metrics(a->runner) : NULL;
-	if (text && runs) {
-		char *both = NULL;
-		if (asprintf(&both, "%s%s", text, runs) > 0)
-			free(text), text = both;
-	}
-	free(runs);
-	resp->status = 200;
-	resp->content_type = "text/plain; version=0.0.4";
-	resp->body = (unsigned char *)text;
-	resp->body_len = text ? strlen(text) : 0;
-}
-
 /*
  * A workspace's egress list from the body: *given false when absent; null or
  * [] is the empty list. Every entry must be an IPv4 prefix string

@@ -13,12 +13,13 @@
 
 #include "core.h"
 #include "driver.h"
+#include "metrics.h"
 
 /* The in-memory side of a computer that is not deleted: what the hot path
  * (proxying an action) needs without touching the database. */
 struct core_rt {
 	struct core_rt *next;
-	char id[40], ws[40], kind[16], size[16];
+	char id[40], ws[40], kind[16], size[16], isolation[16];
 	enum computer_state state;
 	char address[320]; /* envd, "" until started */
 	char vnc[320];	   /* a desktop's RFB socket, "" if none */
@@ -45,7 +46,7 @@ struct core {
 	int quiesced;	/* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
 	int background; /* boot / idle threads still running */
 
-	uint64_t actions_total, action_errors_total;
+	struct core_stats *stats; /* /metrics (metrics.c): lock-free counters */
 
 	char pool_ws[40]; /* the warm pool's own workspace, "" without a pool */
 
@@ -73,6 +74,20 @@ struct core_create_req {
 	const struct driver_ops *ops; /* the isolation's driver */
 	bool resolution_given;	      /* else the default 1280x800 */
 };
+
+/* metrics.c: what the core counts for /metrics, without a lock. */
+enum core_life { CORE_BOOT, CORE_START, CORE_STOP, CORE_LIFE_N };
+int core_stats_open(struct core *c, struct err *e);
+void core_stats_close(struct core *c);
+/* An action's round trip to envd (us), and its error code when it failed
+ * (NULL: it answered 2xx). */
+void core_stats_action(struct core *c, const char *action, int64_t us, const char *err_code);
+/* A boot, start or stop of a computer of driver ops, that took us; ok or not. */
+void core_stats_life(struct core *c, enum core_life op, const struct driver_ops *ops, int64_t us,
+		     bool ok);
+/* A create the warm pool could serve (a default desktop of a pooled size):
+ * served from the pool (hit) or not. */
+void core_stats_pool(struct core *c, const char *size, bool hit);
 
 /* pool.c: keeps the warm pool filled (from the ticker) and hands a running
  * desktop out for a create that matches. */

@@ -81,6 +81,7 @@ struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
 	snprintf(r->ws, sizeof r->ws, "%s", sc->workspace);
 	snprintf(r->kind, sizeof r->kind, "%s", sc->kind);
 	snprintf(r->size, sizeof r->size, "%s", sc->size);
+	snprintf(r->isolation, sizeof r->isolation, "%s", sc->isolation);
 	r->state = sc->state;
 	snprintf(r->token, sizeof r->token, "%s", sc->envd_token);
 	r->idle_s = sc->idle_timeout_s;
@@ -295,6 +296,8 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 	struct err de = {0};
 	char address[320] = "";
 	int rc = 0;
+	int64_t t0 = clock_now_us();
+	enum core_life op = create ? CORE_BOOT : CORE_START;
 	if (create)
 		rc = ops->create(&dc, &de);
 	if (rc == 0) {
@@ -318,6 +321,7 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 		rc = core_wait_ready(c, address, sc->envd_token, &de);
 	}
 	if (rc < 0) {
+		core_stats_life(c, op, ops, clock_now_us() - t0, false);
 		struct err ignore;
 		ops->stop(&dc, &ignore);
 		/* A computer in error is not billed (a failed start ends the
@@ -328,6 +332,7 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 			*e = de;
 		return -1;
 	}
+	core_stats_life(c, op, ops, clock_now_us() - t0, true);
 	int64_t now = clock_wall_ms();
 	sc->last_activity_ms = now;
 	pthread_mutex_lock(&c->lock);
@@ -430,12 +435,15 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	if (core_commit(c, sc, COMPUTER_STOPPING, NULL, &how, e) < 0)
 		return -1;
 	struct err de = {0};
+	int64_t t0 = clock_now_us();
 	if (core_ops(sc)->stop(&dc, &de) < 0) {
+		core_stats_life(c, CORE_STOP, core_ops(sc), clock_now_us() - t0, false);
 		core_set_state(c, sc, COMPUTER_ERROR, de.message, NULL);
 		if (e)
 			*e = de;
 		return -1;
 	}
+	core_stats_life(c, CORE_STOP, core_ops(sc), clock_now_us() - t0, true);
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
 	if (r)
@@ -937,42 +945,6 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 	return 0;
 }
 
-char *core_metrics(struct core *c)
-{
-	/* In this order on /metrics (deleted computers are not counted). */
-	static const enum computer_state states[] = {
-	    COMPUTER_PROVISIONING, COMPUTER_STARTING, COMPUTER_RUNNING, COMPUTER_STOPPING,
-	    COMPUTER_STOPPED,	   COMPUTER_DELETING, COMPUTER_ERROR,	COMPUTER_OFFLINE};
-	int counts[8] = {0};
-	pthread_mutex_lock(&c->lock);
-	for (struct core_rt *r = c->rts; r; r = r->next)
-		for (int i = 0; i < 8; i++)
-			if (r->state == states[i])
-				counts[i]++;
-	uint64_t actions = c->actions_total, errors = c->action_errors_total;
-	pthread_mutex_unlock(&c->lock);
-	char *out = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
-	if (!f)
-		return NULL;
-	fprintf(f,
-		"# HELP cubicle_computers Computers by state.\n# TYPE cubicle_computers gauge\n");
-	for (int i = 0; i < 7; i++)
-		fprintf(f, "cubicle_computers{state=\"%s\"} %d\n", computer_state_name(states[i]),
-			counts[i]);
-	fprintf(f,
-		"# HELP cubicle_actions_total Actions proxied to computers.\n"
-		"# TYPE cubicle_actions_total counter\ncubicle_actions_total %llu\n",
-		(unsigned long long)actions);
-	fprintf(f,
-		"# HELP cubicle_action_errors_total Proxied actions that failed.\n"
-		"# TYPE cubicle_action_errors_total counter\ncubicle_action_errors_total %llu\n",
-		(unsigned long long)errors);
-	fclose(f);
-	return out;
-}
-
 /* ---- the ticker: usage every second, idle timeouts ------------------------------ */
 
 static void core_tick(struct core *c)
@@ -1205,12 +1177,13 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
 	mkdir(dir, 0711);
 	drivers_probe();
-	if (core_recover(c, e) < 0 ||
+	if (core_stats_open(c, e) < 0 || core_recover(c, e) < 0 ||
 	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||
 	    pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])
 			err_set(e, ERR_INTERNAL, "cannot start the core");
+		core_stats_close(c);
 		free(c);
 		return NULL;
 	}
@@ -1268,5 +1241,6 @@ void core_close(struct core *c)
 	}
 	pthread_cond_destroy(&c->changed);
 	pthread_mutex_destroy(&c->lock);
+	core_stats_close(c);
 	free(c);
 }

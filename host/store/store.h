@@ -319,6 +319,17 @@ int store_size_multiplier(const char *size);
 int store_usage_query(struct store *s, const char *workspace, int64_t from_ms, int64_t to_ms,
 		      const struct store_rates *rates, json_t **out, struct err *e);
 
+/*
+ * The ledger's seconds per workspace and rate state, all time (deleted
+ * computers included), for /metrics: fn(ctx, workspace, "running" or
+ * "stopped", seconds) for each, with the store's lock held (fn must not
+ * call the store).
+ */
+int store_usage_totals(struct store *s,
+		       void (*fn)(void *ctx, const char *ws, const char *rate_state,
+				  double seconds),
+		       void *ctx, struct err *e);
+
 /* ---- connect tokens (machines you bring, docs/byo.md) ---------------------------- */
 
 struct store_connect_token {

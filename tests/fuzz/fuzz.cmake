@@ -28,7 +28,7 @@ set(FUZZ_INC -I${CMAKE_SOURCE_DIR}/wire -I${CMAKE_SOURCE_DIR}/host/api
 	-I${CMAKE_SOURCE_DIR}/envd -I${CMAKE_SOURCE_DIR}/envd/x11 -I${CMAKE_SOURCE_DIR}/envd/proc
 	-I${CMAKE_SOURCE_DIR}/envd/session -I${CMAKE_SOURCE_DIR}/envd/vnc
 	-I${CMAKE_BINARY_DIR}/envd -I${CMAKE_BINARY_DIR}/host -I${FUZZ_DIR})
-set(WIRE_SRC err.c params.c base64.c token.c ident.c utf8.c clock.c)
+set(WIRE_SRC err.c params.c base64.c token.c ident.c utf8.c clock.c metrics.c log.c)
 list(TRANSFORM WIRE_SRC PREPEND ${CMAKE_SOURCE_DIR}/wire/)
 set(FUZZ_HARNESSES "")
 
@@ -88,6 +88,7 @@ cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner
 # cubicled's API in process (apihost.h): the real router, handlers, MCP,
 # computer-use and stream code, the real store, the fake core (fakecore.c).
 set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/routes.c
+	${API}/metrics.c
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
 	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/computeruse-envd.c
 	${API}/stream.c ${API}/rfbfilter.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
@@ -100,10 +101,12 @@ foreach(h api mcp computeruse)
 		FLAGS -Wl,--wrap=clock_sleep_ms)
 endforeach()
 
-# Template recipes (issue: templates) and connect credentials (issue: BYO
-# machines) are being written: their harnesses go here, as
-# cubicle_fuzzer(recipe ...) and cubicle_fuzzer(connect ...), with seeds in
-# corpus/recipe and corpus/connect (tests/fuzz/README.md, "Slots").
+# The link of a machine you bring (wire/mux.c), from either side.
+cubicle_fuzzer(mux SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/mux.c LIBS jansson libcrypto)
+
+# Template recipes (issue: templates) are being written: their harness goes
+# here, as cubicle_fuzzer(recipe ...), with seeds in corpus/recipe
+# (tests/fuzz/README.md, "Slots").
 
 # `make fuzz` (tests/fuzz/run) reads the list of harnesses from here.
 file(WRITE ${CMAKE_BINARY_DIR}/tests/fuzz-harnesses.txt "")

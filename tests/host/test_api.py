@@ -572,7 +572,8 @@ class Service(unittest.TestCase):
         probe = "/v1/computers/c-%016x" % int(time.time() * 1000)
         self.assertEqual(srv.req("GET", probe, key=key).status, 404)
         srv.ok("GET", "/v1/usage", key=key)
-        line = re.compile(r"^cubicled: GET %s 404 (\d+\.\d+)ms$" % re.escape(probe), re.M)
+        line = re.compile(r"^cubicled: GET %s 404 (\d+\.\d+)ms rid=[0-9a-f]{16} route=\S+ ws=\S+ id=\S+$"
+                          % re.escape(probe), re.M)
 
         def log():
             with open(srv.log_path, errors="replace") as f:

@@ -199,6 +199,18 @@ class Desktop(unittest.TestCase):
         conn.close()
         self.assertEqual(status, 200)
         self.assertIn("view_only=1", desktop.stream_url(view_only=True))
+        self.assertEqual(desktop.revoke_streams()["ok"], True)
+
+    def test_computer_use_and_connect_tokens(self):
+        # The same surface as the TypeScript SDK (sdk/js).
+        out = desktop.computer_use({"type": "tool_use", "id": "toolu_9", "name": "computer",
+                                    "input": {"action": "cursor_position"}})
+        self.assertEqual((out["type"], out["tool_use_id"]), ("tool_result", "toolu_9"))
+        out = desktop.computer_use({"type": "move", "x": 5, "y": 6}, dialect="openai")
+        self.assertEqual(out["type"], "computer_call_output")
+        tok = client.connect_token(kind="sandbox", ttl_s=60)
+        self.assertEqual(tok["kind"], "sandbox")
+        self.assertIn("--connect", tok["command"])
 
 
 class Errors(unittest.TestCase):
@@ -207,6 +219,7 @@ class Errors(unittest.TestCase):
             Computer.get("c-0000000000000000", client=client)
         e = cm.exception
         self.assertEqual((e.code, e.status), ("not_found", 404))
+        self.assertRegex(e.request_id, r"^[0-9a-f]{16}$")
         self.assertIn("c-0000000000000000", e.message)
         self.assertIsInstance(e, cubicle.CubicleError)
 

@@ -140,6 +140,10 @@ class Computer:
         """The embed page's URL (for a browser or an iframe), valid ttl_s seconds."""
         return self.stream(view_only, ttl_s)["embed_url"]
 
+    def revoke_streams(self):
+        """Revokes every stream token issued so far and closes their streams."""
+        return self.client.request("POST", self._path(self.id, "/stream/revoke"))
+
     # ---- actions ---------------------------------------------------------
 
     def action(self, name, params=None, **kw):
@@ -156,32 +160,35 @@ class Computer:
 
     # ---- computer-use: what a model sent, answered as its loop expects ----
 
-    def computer_use(self, call, tool=None, display=None, screenshot_delay_ms=None):
+    def computer_use(self, input, dialect=None, display=None, screenshot_delay_ms=None,
+                     tool=None):
         """Runs what a computer-use model sent and returns what its loop sends
         back, exactly (POST .../computer-use, docs/computer-use.md).
 
-        `call`: an Anthropic tool_use block, assistant turn ({"content": [...]},
+        `input`: an Anthropic tool_use block, assistant turn ({"content": [...]},
         or the Messages API's answer as is) or computer input ({"action", ...});
         an OpenAI computer_call item or action ({"type", ...}). `tool`: the type
         of the tools[] entry the model was given ("computer_toolset_20260801",
         "computer_20251124", ..., "computer", "computer_use_preview"; default:
-        by the call's shape). `display`: (width, height) the model sees.
+        by the input's shape); `dialect` ("anthropic"|"openai") may say the
+        vendor instead. `display`: what the model sees, (width, height) or
+        "WIDTHxHEIGHT".
 
         The answer is a tool_result block, {"role": "user", "content":
         [tool_result, ...]} for a turn, or a computer_call_output item; a
         ComputerUseAnswer (a dict) whose .ran, .failed (index, or None) and
         .error say how a batch went: a failure midway is in the answer
         (is_error results, "status": "incomplete"), not an exception."""
-        body = dict(call)
-        if tool is not None:
-            body["tool"] = tool
-        if display is not None:
+        body = dict(input)
+        query = {"dialect": dialect, "tool": tool, "screenshot_delay_ms": screenshot_delay_ms}
+        if isinstance(display, str):
+            query["display"] = display
+        elif display is not None:
             w, h = (display["width"], display["height"]) if isinstance(display, dict) \
                 else display
             body["display"] = {"width": int(w), "height": int(h)}
-        if screenshot_delay_ms is not None:
-            body["screenshot_delay_ms"] = int(screenshot_delay_ms)
-        _, headers, out = self.client.raw("POST", self._path(self.id, "/computer-use"), body)
+        _, headers, out = self.client.raw("POST", self._path(self.id, "/computer-use"), body,
+                                          query)
         return ComputerUseAnswer(json.loads(out), headers)
 
     # ---- files: streamed through /files, any size --------------------------
