@@ -27,6 +27,7 @@
 #include "token.h"
 #include "core.h"
 #include "guest-net.h"
+#include "guest-setup.h"
 #include "store.h"
 
 /* What SIGTERM/SIGINT stop; NULL once the server is being torn down, so a
@@ -62,6 +63,16 @@ static void main_usage(FILE *to)
 	      "  --stream-ttl-max S        longest stream token lifetime (default 600)\n"
 	      "  --stream-max S            longest an open stream lives (default 3600)\n"
 	      "  --streams-per-computer N  open streams one computer may have (default 8)\n"
+	      "  --preview-listen HOST:PORT  where previews and CDP are relayed from (default\n"
+	      "                            --listen's host and port + 1; off = none)\n"
+	      "  --preview-url URL         how browsers reach it: http(s)://DOMAIN[:PORT];\n"
+	      "                            previews are PORT-ID.DOMAIN (default\n"
+	      "                            http://localhost:<its port>)\n"
+	      "  --preview-ttl-max S       longest preview or CDP token lifetime (default 86400)\n"
+	      "  --previews-per-computer N  connections open through previews and CDP per\n"
+	      "                            computer (default 32)\n"
+	      "  --preview-idle S          such a connection idle this long ends (default 300)\n"
+	      "  --public-previews         workspace keys may make public previews (no token)\n"
 	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
 	      "                            besides cubicled's own (default none)\n"
 	      "  --run-cpu-ms MS           CPU time of a code run (default 100)\n"
@@ -101,6 +112,13 @@ static void main_usage(FILE *to)
 	      "                            workspaces; default: the admin key only)\n"
 	      "  --log-format text|json    the log on stderr: text (default), or one JSON\n"
 	      "                            object per line\n"
+	      "  --guest-ca-certs DIR      CA certificates (*.crt, PEM) every guest trusts\n"
+	      "                            besides Debian's (default\n"
+	      "                            /usr/local/share/ca-certificates; none = none)\n"
+	      "  --pip-index-url URL       the package index pip uses in guests (default PyPI)\n"
+	      "  --npm-registry URL        the registry npm uses in guests (default npm's)\n"
+	      "  --guest-sizes on|off      whether containers show their size in nproc, /proc\n"
+	      "                            and uptime (default on; off: the host's)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -205,7 +223,8 @@ static char *main_admin_key(const char *state_dir)
 
 int main(int argc, char **argv)
 {
-	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
+	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL,
+		   *preview_listen = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct runner_config rc = {0};
@@ -223,6 +242,8 @@ int main(int argc, char **argv)
 	    .body_min_rate = 16384,
 	};
 	static struct guest_net_list egress_allow, egress_deny;
+	const char *guest_ca_dir = GUEST_CA_DEFAULT_DIR, *pip_index_url = NULL,
+		   *npm_registry = NULL;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -247,6 +268,12 @@ int main(int argc, char **argv)
 	    {"stream-max", required_argument, NULL, 'M'},
 	    {"streams-per-computer", required_argument, NULL, 0x5301},
 	    {"mcp-origins", required_argument, NULL, 'O'},
+	    {"preview-listen", required_argument, NULL, 0x5401},
+	    {"preview-url", required_argument, NULL, 0x5402},
+	    {"preview-ttl-max", required_argument, NULL, 0x5403},
+	    {"previews-per-computer", required_argument, NULL, 0x5404},
+	    {"preview-idle", required_argument, NULL, 0x5405},
+	    {"public-previews", no_argument, NULL, 0x5406},
 	    /* the code runner (docs/code-runner.md) */
 	    {"run-cpu-ms", required_argument, NULL, 1001},
 	    {"run-wall-ms", required_argument, NULL, 1002},
@@ -277,6 +304,10 @@ int main(int argc, char **argv)
 	    {"egress-deny", required_argument, NULL, 'D'},
 	    {"metrics-open", no_argument, NULL, 0x300},
 	    {"log-format", required_argument, NULL, 0x301},
+	    {"guest-ca-certs", required_argument, NULL, 0x310},
+	    {"pip-index-url", required_argument, NULL, 0x311},
+	    {"npm-registry", required_argument, NULL, 0x312},
+	    {"guest-sizes", required_argument, NULL, 0x313},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -334,6 +365,26 @@ int main(int argc, char **argv)
 		case 0x5301:
 			streams_per_computer =
 			    (int)main_number(optarg, "--streams-per-computer", 1, 10000);
+			break;
+		case 0x5401:
+			preview_listen = optarg;
+			break;
+		case 0x5402:
+			ao.preview_url = optarg;
+			break;
+		case 0x5403:
+			ao.preview_ttl_max_s = (int)main_number(optarg, "--preview-ttl-max", 1,
+								CORE_PREVIEW_TOKEN_MAX_S);
+			break;
+		case 0x5404:
+			ao.previews_per_computer =
+			    (int)main_number(optarg, "--previews-per-computer", 1, 10000);
+			break;
+		case 0x5405:
+			ao.preview_idle_s = (int)main_number(optarg, "--preview-idle", 1, 86400);
+			break;
+		case 0x5406:
+			ao.public_previews = true;
 			break;
 		case 1001:
 			rc.cpu_ms = (int)main_number(optarg, "--run-cpu-ms", 1, 60000);
@@ -461,6 +512,22 @@ int main(int argc, char **argv)
 					"cubicled: cannot log as JSON; the log stays text\n");
 			break;
 		}
+		case 0x310:
+			guest_ca_dir = optarg;
+			break;
+		case 0x311:
+			pip_index_url = optarg;
+			break;
+		case 0x312:
+			npm_registry = optarg;
+			break;
+		case 0x313:
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				fprintf(stderr, "cubicled: --guest-sizes takes on or off\n");
+				return 2;
+			}
+			cfg.host_sizes = strcmp(optarg, "off") == 0;
+			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
 			return 0;
@@ -518,6 +585,23 @@ int main(int argc, char **argv)
 	char *admin = main_admin_key(state_abs);
 	if (!admin)
 		return 1;
+	/* What every guest is told at each start (guest-setup.h). */
+	char *guest_setup = NULL;
+	{
+		struct err ge = {0};
+		int ncerts, nfiles;
+		if (guest_setup_build(guest_ca_dir, pip_index_url, npm_registry, &guest_setup,
+				      &ncerts, &nfiles, &ge) < 0) {
+			fprintf(stderr, "cubicled: %s\n", ge.message);
+			return 2;
+		}
+		if (ncerts)
+			fprintf(stderr,
+				"cubicled: guests trust %d CA certificate%s from %s (%d file%s)\n",
+				ncerts, ncerts == 1 ? "" : "s", guest_ca_dir, nfiles,
+				nfiles == 1 ? "" : "s");
+		cfg.guest_setup = guest_setup;
+	}
 
 	signal(SIGPIPE, SIG_IGN);
 	/* A computer's init is detached from us so it survives a crash; as a
@@ -559,6 +643,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ao.listen = listen;
+	/* Previews beside the API: its host, the next port (any free one
+	 * when the API's is). */
+	char preview_default[300];
+	if (!preview_listen) {
+		const char *colon = strrchr(listen, ':');
+		long port = colon ? atol(colon + 1) : 8080;
+		snprintf(preview_default, sizeof preview_default, "%.*s:%ld",
+			 colon ? (int)(colon - listen) : 9, colon ? listen : "127.0.0.1",
+			 port ? port + 1 : 0);
+		preview_listen = preview_default;
+	}
+	ao.preview_listen = strcmp(preview_listen, "off") == 0 ? NULL : preview_listen;
 	ao.admin_key = admin;
 	ao.spool_dir = spool;
 	ao.stream_key = stream_key;
@@ -579,8 +675,9 @@ int main(int argc, char **argv)
 	sa.sa_handler = main_on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	printf("cubicled: listening on %s (images %s, state %s)\n", api_address(main_api),
-	       images_real, state_abs);
+	printf("cubicled: listening on %s (images %s, state %s, previews %s)\n",
+	       api_address(main_api), images_real, state_abs,
+	       *api_preview_address(main_api) ? api_preview_address(main_api) : "off");
 	fflush(stdout);
 	api_run(main_api);
 	signal(SIGTERM, SIG_IGN);
@@ -599,5 +696,6 @@ int main(int argc, char **argv)
 	core_close(core);
 	store_close(store);
 	free(admin);
+	free(guest_setup);
 	return 0;
 }

@@ -719,7 +719,7 @@ static void peer_refuse(int fd, int open, int limit)
 }
 
 /* A connection was accepted: counts it, or refuses it (returns 1). */
-static int peer_admit(struct httpd *h, const struct lws_filter_network_conn_args *a, int fd)
+int peer_admit(struct httpd *h, const struct lws_filter_network_conn_args *a, int fd)
 {
 	if (h->o.max_conns_per_addr <= 0 || !a)
 		return 0;
@@ -821,6 +821,7 @@ static int httpd_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 		if (h) {
 			httpd_collect(h);
 			tunnel_reap(h);
+			relay_reap(h);
 		}
 		return 0;
 	case LWS_CALLBACK_CLOSED_HTTP:
@@ -922,6 +923,10 @@ struct httpd *httpd_create(const struct httpd_opts *o, struct err *e)
 	if (!h->ctx) {
 		err_set(e, ERR_UNAVAILABLE, "cannot listen on %s (in use, or no such address?)",
 			o->listen);
+		goto fail;
+	}
+	if (o->relay_listen && relay_listen(h, e) < 0) {
+		lws_context_destroy(h->ctx);
 		goto fail;
 	}
 	if (h->unix_path) {

@@ -19,6 +19,7 @@
 #include "api.h"
 #include "httpd.h"
 #include "mcp.h"
+#include "preview.h"
 #include "stream.h"
 
 struct api_parked; /* wait.c */
@@ -40,6 +41,7 @@ struct api {
 	unsigned char admin_hash[SHA256_DIGEST_LENGTH];
 	char spool_dir[512];
 	struct streams *streams;
+	struct previews *previews; /* NULL without a relay listener */
 	struct runner *runner;
 	int max_requests_ws, max_waits_ws;
 	size_t max_body;
@@ -172,6 +174,13 @@ void api_stream(void *ctx, struct httpd_request *req,
 		struct httpd_response *resp); /* POST /v1/computers/{id}/stream */
 void api_stream_revoke(void *ctx, struct httpd_request *req,
 		       struct httpd_response *resp); /* POST /v1/computers/{id}/stream/revoke */
+void api_previews(void *ctx, struct httpd_request *req,
+		  struct httpd_response *resp); /* POST, GET /v1/computers/{id}/previews */
+void api_preview_delete(
+    void *ctx, struct httpd_request *req,
+    struct httpd_response *resp); /* DELETE /v1/computers/{id}/previews/{port} */
+void api_cdp(void *ctx, struct httpd_request *req,
+	     struct httpd_response *resp); /* POST /v1/computers/{id}/cdp */
 void api_embed(void *ctx, struct httpd_request *req,
 	       struct httpd_response *resp); /* GET /embed/... (no key: the token is in the URL) */
 

@@ -144,6 +144,20 @@ static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel 
 	return 0;
 }
 
+/* The first request head of a connection to the preview listener (loop thread). */
+static int api_relay(void *ctx, const struct httpreq_head *head, struct httpd_relay *r,
+		     struct httpd_relay_answer *a)
+{
+	struct api *api = ctx;
+	if (!api->previews) { /* not yet (or no longer) wired up */
+		struct err e = {0};
+		err_set(&e, ERR_UNAVAILABLE, "previews are starting; retry");
+		httpd_relay_page(a, head, &e);
+		return 1;
+	}
+	return previews_relay(api->previews, head, r, a);
+}
+
 /* ---- the router ----------------------------------------------------------------- */
 
 static int api_auth(struct api *a, struct httpd_request *req, struct api_caller *c, struct err *e)
@@ -402,6 +416,24 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		}
 		if (n == 4 && strcmp(s[3], "files") == 0)
 			return api_route_files(a, req, route, c, e);
+		if (n == 4 && strcmp(s[3], "previews") == 0 &&
+		    (m == HTTPD_POST || m == HTTPD_GET)) {
+			route->handler = api_previews;
+			return 0;
+		}
+		if (n == 5 && strcmp(s[3], "previews") == 0 && m == HTTPD_DELETE) {
+			snprintf(c->sub, sizeof c->sub, "%s", s[4]);
+			route->handler = api_preview_delete;
+			return 0;
+		}
+		if (n == 4 && strcmp(s[3], "cdp") == 0) {
+			if (m != HTTPD_POST)
+				return err_set(e, ERR_BAD_REQUEST,
+					       "POST .../cdp opens the desktop browser's DevTools; "
+					       "its ws_url is the WebSocket");
+			route->handler = api_cdp;
+			return 0;
+		}
 		goto not_found;
 	}
 	if (strcmp(s[1], "sessions") == 0 && n == 4 && strcmp(s[3], "files") == 0) {
@@ -504,6 +536,8 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .max_jobs = o->max_requests > 0 ? o->max_requests : 256,
 	    .log_prefix = "cubicled",
 	    .tunnel = api_tunnel,
+	    .relay_listen = o->preview_listen,
+	    .relay = api_relay,
 	    .extra_headers = mcp_extra_headers,
 	    .max_conns_per_addr = o->max_conns_per_addr > 0 ? o->max_conns_per_addr : 64,
 	    .header_timeout_s = o->header_timeout_s,
@@ -523,12 +557,32 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	a->streams = a->httpd ? streams_create(core, a->httpd, &so) : NULL;
 	if (a->httpd && !a->streams)
 		err_set(e, ERR_INTERNAL, "out of memory");
-	a->mcp = a->streams ? mcp_create(core, a->streams, a->runner, o->mcp_origins, e) : NULL;
+	bool previews_ok = true;
+	if (a->streams && o->preview_listen) {
+		char url[300];
+		const char *relay = httpd_relay_address(a->httpd);
+		snprintf(url, sizeof url, "http://localhost:%s",
+			 strrchr(relay, ':') ? strrchr(relay, ':') + 1 : "8081");
+		struct previews_opts po = {
+		    .key = o->stream_key,
+		    .url = o->preview_url ? o->preview_url : url,
+		    .ttl_max_s = o->preview_ttl_max_s,
+		    .per_computer = o->previews_per_computer,
+		    .idle_s = o->preview_idle_s,
+		    .public_allowed = o->public_previews,
+		};
+		a->previews = previews_create(core, a->httpd, &po, e);
+		previews_ok = a->previews != NULL;
+	}
+	a->mcp = a->streams && previews_ok
+		     ? mcp_create(core, a->streams, a->previews, a->runner, o->mcp_origins, e)
+		     : NULL;
 	if (a->mcp && pthread_create(&a->waiter, NULL, api_waiter, a) != 0)
 		err_set(e, ERR_INTERNAL, "cannot start the waiter thread");
 	else if (a->mcp)
 		a->waiter_started = true;
 	if (!a->waiter_started) {
+		previews_destroy(a->previews);
 		streams_destroy(a->streams);
 		if (a->httpd)
 			httpd_destroy(a->httpd);
@@ -545,6 +599,11 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 const char *api_address(const struct api *a)
 {
 	return httpd_address(a->httpd);
+}
+
+const char *api_preview_address(const struct api *a)
+{
+	return httpd_relay_address(a->httpd);
 }
 
 int api_run(struct api *a)
@@ -572,6 +631,7 @@ void api_destroy(struct api *a)
 	}
 	if (httpd_destroy(a->httpd) == 0) {
 		mcp_destroy(a->mcp);
+		previews_destroy(a->previews);
 		streams_destroy(a->streams);
 		for (int b = 0; b < API_TENANT_BUCKETS; b++) {
 			while (a->tenants[b]) {

@@ -122,6 +122,16 @@ static const struct mcp_param p_stream[] = {
     {"view_only", T_BOOL, 0, 0, NULL, false, "Watch only: input is dropped (default false)."},
     {0}};
 
+static const struct mcp_param p_preview[] = {
+    {"port", T_INT, 1, 65535, NULL, true,
+     "The port a server listens on inside the computer (on 127.0.0.1 or 0.0.0.0)."},
+    {"ttl_s", T_INT, 1, 86400, NULL, false, "How long the URL works (default 3600)."},
+    {"public", T_BOOL, 0, 0, NULL, false,
+     "No token needed (default false; only where the server allows public previews)."},
+    {0}};
+static const struct mcp_param p_cdp[] = {
+    {"ttl_s", T_INT, 1, 86400, NULL, false, "How long the URLs work (default 3600)."}, {0}};
+
 /* ---- tool calls that are not one envd action ------------------------------------ */
 
 static const char *mcp_id(const json_t *args)
@@ -206,6 +216,33 @@ static int mcp_stream_url(const struct mcp_caller *c, const struct mcp_tool *t, 
 	param_int(args, "ttl_s", 1, 86400, &ttl, NULL);
 	param_bool(args, "view_only", &view, NULL);
 	return streams_grant(c->streams, mcp_id(args), c->ws, c->host, ttl, view, result, e);
+}
+
+/* POST .../previews and .../cdp (host/api/preview.h): their own checks. */
+static int mcp_preview_url(const struct mcp_caller *c, const struct mcp_tool *t, const json_t *args,
+			   json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", NULL};
+	if (!c->previews)
+		return err_set(e, ERR_UNAVAILABLE, "previews are off on this server");
+	json_t *p = mcp_without(args, ours);
+	int rc = previews_grant(c->previews, mcp_id(args), c->ws, p, result, e);
+	json_decref(p);
+	return rc;
+}
+
+static int mcp_cdp_url(const struct mcp_caller *c, const struct mcp_tool *t, const json_t *args,
+		       json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", NULL};
+	if (!c->previews)
+		return err_set(e, ERR_UNAVAILABLE, "CDP is off on this server");
+	json_t *p = mcp_without(args, ours);
+	int rc = previews_cdp(c->previews, mcp_id(args), c->ws, p, result, e);
+	json_decref(p);
+	return rc;
 }
 
 /* POST /v1/run: a snippet in a fresh sandbox (docs/code-runner.md). */
@@ -369,6 +406,14 @@ static const struct mcp_tool mcp_tools[] = {
      "back, exactly: tool_result blocks or a computer_call_output item, as structuredContent "
      "(docs/computer-use.md).",
      p_computer_use, COMPUTER | F_RESULT, mcp_computer_use},
+    {"preview_url",
+     "A URL that opens a server running inside the computer (a dev server, an app) in a "
+     "person's browser, HTTP and WebSocket, without exposing anything else of the computer.",
+     p_preview, COMPUTER, mcp_preview_url},
+    {"cdp_url",
+     "The desktop browser's Chrome DevTools Protocol WebSocket URL (Chromium, started if "
+     "needed), for Playwright's connectOverCDP: drives the browser the live view shows.",
+     p_cdp, COMPUTER, mcp_cdp_url},
     {"run_code",
      "Run a short Python or JavaScript snippet in a fresh isolated sandbox, no computer needed: "
      "its stdout, stderr, exit_code and error (exception, cpu_limit, memory_limit, timeout, "

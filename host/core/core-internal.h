@@ -27,8 +27,19 @@ struct core_rt {
 	int idle_s;
 	int viewers;	    /* open live streams: they count as activity */
 	int64_t revoked_ms; /* stream tokens issued before this are refused */
-	bool byo;	    /* a machine you bring (byo.c) */
-	char cred[65];	    /* ... its credential's SHA-256, hex */
+	/* Previews (previews.c): ports with a public span or a revocation,
+	 * and the revocation of every port's tokens and CDP's (a stop). */
+	struct core_preview {
+		int port; /* 0: a free slot */
+		int64_t public_since_ms, public_until_ms, revoked_ms;
+		int64_t issued_ms;  /* its last token's issue time */
+		int64_t expires_ms; /* the latest expiry of its tokens: kept until then */
+	} previews[CORE_PREVIEW_PORTS];
+	int64_t previews_revoked_ms;
+	char cdp_path[100];	/* the browser's DevTools path, "" until core_cdp */
+	char cdp_version[1024]; /* its /json/version (JSON text) */
+	bool byo;		/* a machine you bring (byo.c) */
+	char cred[65];		/* ... its credential's SHA-256, hex */
 	int64_t last_activity_ms;
 	bool activity_dirty;
 	pthread_mutex_t op; /* one lifecycle operation at a time */
@@ -63,6 +74,9 @@ struct core {
 	/* Closes a computer's live streams when it stops or goes away (api). */
 	void (*close_streams)(void *ctx, const char *id);
 	void *close_streams_ctx;
+	/* Closes its preview and CDP relays (api). */
+	void (*close_previews)(void *ctx, const char *id, const char *sub);
+	void *close_previews_ctx;
 };
 
 /* A create, parsed and checked once by core_create (the pool takes it as
@@ -136,6 +150,12 @@ static inline bool core_is_byo(const struct store_computer *sc)
 {
 	return strcmp(sc->isolation, "byo") == 0;
 }
+
+/* previews.c: a stop, a delete or a death revokes every preview and CDP
+ * token of the computer and closes their relays; core_open loads what the
+ * store kept. */
+void core_previews_down(struct core *c, const char *id);
+int core_previews_load(struct core *c, struct err *e);
 
 /* The runtime record of id (lock held by the caller), or NULL. */
 struct core_rt *core_rt_find(struct core *c, const char *id);

@@ -207,6 +207,7 @@ static void core_driver_computer(struct core *c, struct store_computer *sc, stru
 	dc->memory_mb = sz ? sz->memory_mb : 1024;
 	dc->disk_mb = sz ? sz->disk_mb : 0;
 	dc->pids_max = sz ? sz->pids_max : 1024;
+	dc->host_sizes = c->cfg.host_sizes;
 	if (!sc->driver_state)
 		sc->driver_state = json_object();
 	dc->state = sc->driver_state;
@@ -281,6 +282,29 @@ static int core_wait_ready(struct core *c, const char *address, const char *toke
 		       c->cfg.ready_timeout_s, last.message[0] ? ": " : "", last.message);
 }
 
+/* Tells the guest the operator's settings (guest-setup.h), before it counts
+ * as running; an envd that refuses them fails the start with its reason. */
+static int core_guest_setup(struct core *c, const char *address, const char *token, struct err *e)
+{
+	struct envd_reply r;
+	struct err te = {0};
+	if (envd_setup(address, token, c->cfg.guest_setup, strlen(c->cfg.guest_setup), 30000, &r,
+		       &te) < 0)
+		return err_set(e, ERR_UNAVAILABLE, "setting up the guest failed: %s", te.message);
+	int rc = 0;
+	if (r.status != 200) {
+		json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+		const char *msg =
+		    json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+		rc = err_set(e, ERR_UNAVAILABLE,
+			     "setting up the guest failed: its agent answered %d: %.300s", r.status,
+			     msg ? msg : "(no message)");
+		json_decref(j);
+	}
+	envd_reply_free(&r);
+	return rc;
+}
+
 /*
  * Boots a computer that is provisioning or starting: driver start, wait
  * for envd, running. On failure the computer ends in error with the reason
@@ -318,7 +342,10 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 		if (r)
 			core_rt_addresses(ops, r, &dc, address);
 		pthread_mutex_unlock(&c->lock);
-		rc = core_wait_ready(c, address, sc->envd_token, &de);
+		if (ops->guest_setup && c->cfg.guest_setup)
+			rc = core_guest_setup(c, address, sc->envd_token, &de);
+		if (rc == 0)
+			rc = core_wait_ready(c, address, sc->envd_token, &de);
 	}
 	if (rc < 0) {
 		core_stats_life(c, op, ops, clock_now_us() - t0, false);
@@ -425,6 +452,7 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
+	core_previews_down(c, sc->id);
 	/* Billing at the running rate ends when the stop is decided; the
 	 * workspace's stopped-computer limit is checked in the same
 	 * transaction, so concurrent stops never pass it together. */
@@ -459,6 +487,7 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
+	core_previews_down(c, sc->id);
 	if (core_set_state_billed(c, sc, COMPUTER_DELETING, NULL, NULL, clock_wall_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
@@ -494,6 +523,7 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 		return;
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
+	core_previews_down(c, sc->id);
 	/* Billing ends now; it is written with the error state below (a crash
 	 * in between is finished by recovery, which ends it at the last tick). */
 	int64_t end = clock_wall_ms();
@@ -1179,7 +1209,7 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	drivers_probe();
 	if (core_stats_open(c, e) < 0 || core_recover(c, e) < 0 ||
 	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||
-	    pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
+	    core_previews_load(c, e) < 0 || pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])
 			err_set(e, ERR_INTERNAL, "cannot start the core");

@@ -136,6 +136,21 @@ static const char *const store_migrations[] = {
     " expires_ms INTEGER NOT NULL,"
     " used_ms INTEGER NOT NULL DEFAULT 0,"
     " computer TEXT NOT NULL DEFAULT '');",
+    /* 7: previews of a computer's ports (host/api/preview.h), kept across
+     * a restart: a port made public (public_since_ms..public_until_ms, 0 =
+     * not public), the revocation of its tokens (issued at or before
+     * revoked_ms) and its last token's issue time. Port 0 is every port
+     * and CDP (a stop, a delete). The row goes at expires_ms, when no
+     * token it knows of can still work. */
+    "CREATE TABLE previews ("
+    " computer TEXT NOT NULL,"
+    " port INTEGER NOT NULL,"
+    " public_since_ms INTEGER NOT NULL DEFAULT 0,"
+    " public_until_ms INTEGER NOT NULL DEFAULT 0,"
+    " revoked_ms INTEGER NOT NULL DEFAULT 0,"
+    " issued_ms INTEGER NOT NULL DEFAULT 0,"
+    " expires_ms INTEGER NOT NULL,"
+    " PRIMARY KEY (computer, port));",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))

@@ -259,6 +259,28 @@ int store_stream_revocations(struct store *s, int64_t now_ms,
 			     void (*fn)(void *ctx, const char *computer, int64_t revoked_ms),
 			     void *ctx, struct err *e);
 
+/* ---- previews ------------------------------------------------------------- */
+
+/* A preview of one port of a computer (port 0: all of them, and CDP). */
+struct store_preview {
+	char computer[40];
+	int port;
+	int64_t public_since_ms, public_until_ms; /* public between these (0: not public) */
+	int64_t revoked_ms;			  /* tokens issued at or before are refused */
+	int64_t issued_ms;			  /* its last token's issue time */
+	int64_t expires_ms;			  /* the row goes then */
+};
+
+/*
+ * Records p: a public span replaces the stored one when p has one (or
+ * clears it when p->revoked_ms is later than its start), revoked_ms,
+ * issued_ms and expires_ms only grow.
+ */
+int store_preview_put(struct store *s, const struct store_preview *p, struct err *e);
+/* Prunes the rows expired at now_ms and calls fn for every other one. */
+int store_previews(struct store *s, int64_t now_ms,
+		   void (*fn)(void *ctx, const struct store_preview *p), void *ctx, struct err *e);
+
 /* ---- usage ledger --------------------------------------------------------- */
 
 /*

@@ -134,6 +134,8 @@ int cmd_stop(struct cli *cli, struct args *a);
 int cmd_start(struct cli *cli, struct args *a);
 int cmd_rm(struct cli *cli, struct args *a);
 int cmd_stream(struct cli *cli, struct args *a);
+int cmd_preview(struct cli *cli, struct args *a);
+int cmd_cdp(struct cli *cli, struct args *a);
 int cmd_usage(struct cli *cli, struct args *a);
 int cmd_run(struct cli *cli, struct args *a); /* run.c */
 int cmd_cp(struct cli *cli, struct args *a);

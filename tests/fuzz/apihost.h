@@ -72,7 +72,11 @@ static void host_init(void)
 	struct streams_opts so = {.stream_key = key, .web_dir = "/nonexistent"};
 	a->streams = streams_create(a->core, a->httpd, &so);
 	CHECK(a->streams);
-	a->mcp = mcp_create(a->core, a->streams, a->runner, "https://allowed.example", &e);
+	struct previews_opts po = {.key = key, .url = "http://localhost:8081"};
+	a->previews = previews_create(a->core, a->httpd, &po, &e);
+	CHECK(a->previews);
+	a->mcp =
+	    mcp_create(a->core, a->streams, a->previews, a->runner, "https://allowed.example", &e);
 	CHECK(a->mcp);
 	host_api = a;
 }

@@ -301,6 +301,56 @@ void core_stream_revoke(struct core *c, const char *id)
 void core_viewer(struct core *c, const char *id, int delta)
 {
 }
+/* Previews: the fake computer runs, so previews open; CDP has no browser
+ * behind it (the api's own checks and URLs are what the harnesses reach). */
+void core_on_close_previews(struct core *c, void (*fn)(void *ctx, const char *id, const char *sub),
+			    void *ctx)
+{
+}
+int core_preview_open(struct core *c, const char *id, const char *ws, int port, bool public_,
+		      int64_t expires_ms, int64_t *issued, char workspace[40], struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	*issued = 1;
+	snprintf(workspace, 40, "%s", FAKE_WS);
+	return 0;
+}
+int core_preview_revoke(struct core *c, const char *id, const char *ws, int port, struct err *e)
+{
+	return fake_find(id, ws, e);
+}
+int core_previews_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	*out = json_pack("{s:[]}", "previews");
+	return 0;
+}
+int core_preview_target(struct core *c, const char *id, int port, const char *ws, int64_t issued,
+			char *address, size_t alen, char *token, size_t tlen,
+			int64_t *public_until_ms, struct err *e)
+{
+	if (issued < 0)
+		return err_set(e, ERR_UNAUTHORIZED, "not public");
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	snprintf(address, alen, "unix:/nonexistent/envd.sock");
+	snprintf(token, tlen, "fake-envd-token");
+	return 0;
+}
+int core_cdp(struct core *c, const char *id, const char *ws, json_t **out, int64_t *issued,
+	     char workspace[40], struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	return err_set(e, ERR_CONFLICT, "no browser here");
+}
+int core_cdp_info(struct core *c, const char *id, char *path, size_t plen, char **version)
+{
+	*version = NULL;
+	return -1;
+}
 char *core_metrics(struct core *c)
 {
 	return strdup("");

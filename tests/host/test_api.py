@@ -563,7 +563,8 @@ class Service(unittest.TestCase):
                         local, st = line.split()[1], line.split()[3]
                         if st == "0A":
                             listening.append(local)
-            self.assertEqual(listening, ["0100007F:1F90"])  # 127.0.0.1:8080 only
+            # 127.0.0.1:8080 (the API) and 127.0.0.1:8081 (previews) only.
+            self.assertEqual(sorted(listening), ["0100007F:1F90", "0100007F:1F91"])
             end(p)
         finally:
             subprocess.run(["rm", "-rf", state])

@@ -78,7 +78,7 @@ describe("the SDK client", () => {
 			"create_computer", "list_computers", "get_computer", "stop_computer", "start_computer",
 			"delete_computer", "screenshot", "left_click", "type", "key", "hotkey", "scroll",
 			"drag", "move_cursor", "windows", "get_accessibility_tree", "bash", "python",
-			"read_file", "write_file", "stream_url", "get_cursor_position", "computer_use",
+			"read_file", "write_file", "stream_url", "preview_url", "cdp_url", "get_cursor_position", "computer_use",
 		]) {
 			assert.ok(byName[name], `no tool ${name}`);
 			assert.equal(byName[name].inputSchema.type, "object");

@@ -214,6 +214,23 @@ class Desktop(unittest.TestCase):
 
 
 class Errors(unittest.TestCase):
+    def test_preview_and_cdp(self):
+        p = sandbox.preview(8124, ttl_s=60)
+        self.assertTrue(p["url"].startswith("http://8124-%s.localhost:" % sandbox.id))
+        self.assertEqual(sandbox.preview_url(8125).split("/")[2].split(".")[0],
+                         "8125-" + sandbox.id)
+        self.assertEqual({x["port"] for x in sandbox.previews()}, {8124, 8125})
+        sandbox.revoke_preview(8125)
+        self.assertEqual([x["port"] for x in sandbox.previews()], [8124])
+        with self.assertRaises(cubicle.InvalidParameter) as cm:
+            sandbox.preview(0)
+        self.assertEqual(cm.exception.param, "port")
+        with self.assertRaises(cubicle.Conflict):
+            sandbox.cdp()
+        c = desktop.cdp(ttl_s=60)
+        self.assertIn("/devtools/browser/", c["ws_url"])
+        self.assertTrue(c["http_url"].startswith("http://127.0.0.1:"))
+
     def test_unknown_computer(self):
         with self.assertRaises(cubicle.NotFound) as cm:
             Computer.get("c-0000000000000000", client=client)

@@ -1532,6 +1532,78 @@ static void test_stream_revocations(void **state)
 	json_decref(got);
 }
 
+static void collect_preview(void *ctx, const struct store_preview *p)
+{
+	struct store_preview *out = ctx;
+	for (int i = 0; i < 4; i++) {
+		if (!out[i].computer[0]) {
+			out[i] = *p;
+			return;
+		}
+	}
+}
+
+/* Previews: a public span, a revocation that ends it, values that only
+ * grow, a reopen, and pruning once expired. */
+static void test_previews(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_preview p = {.computer = "c-1",
+				  .port = 3000,
+				  .public_since_ms = 100,
+				  .public_until_ms = 9000,
+				  .issued_ms = 100,
+				  .expires_ms = 9000};
+	assert_int_equal(store_preview_put(f->s, &p, &e), 0);
+	/* A later token: issued and expiry grow, the public span stays. */
+	struct store_preview later = {
+	    .computer = "c-1", .port = 3000, .issued_ms = 200, .expires_ms = 8000};
+	assert_int_equal(store_preview_put(f->s, &later, &e), 0);
+	/* Port 0 (a stop) of c-1, and c-2's port revoked. */
+	struct store_preview stop = {
+	    .computer = "c-1", .port = 0, .revoked_ms = 300, .expires_ms = 20000};
+	assert_int_equal(store_preview_put(f->s, &stop, &e), 0);
+	struct store_preview rev = {.computer = "c-2",
+				    .port = 80,
+				    .public_since_ms = 50,
+				    .public_until_ms = 9000,
+				    .expires_ms = 9000};
+	assert_int_equal(store_preview_put(f->s, &rev, &e), 0);
+	struct store_preview rev2 = {
+	    .computer = "c-2", .port = 80, .revoked_ms = 400, .expires_ms = 5000};
+	assert_int_equal(store_preview_put(f->s, &rev2, &e), 0);
+	fixture_reopen(f);
+	struct store_preview got[4];
+	memset(got, 0, sizeof got);
+	assert_int_equal(store_previews(f->s, 1000, collect_preview, got, &e), 0);
+	int seen = 0;
+	for (int i = 0; i < 4 && got[i].computer[0]; i++, seen++) {
+		if (strcmp(got[i].computer, "c-1") == 0 && got[i].port == 3000) {
+			assert_int_equal(got[i].public_since_ms, 100);
+			assert_int_equal(got[i].public_until_ms, 9000);
+			assert_int_equal(got[i].issued_ms, 200);
+			assert_int_equal(got[i].expires_ms, 9000);
+		} else if (strcmp(got[i].computer, "c-1") == 0) {
+			assert_int_equal(got[i].port, 0);
+			assert_int_equal(got[i].revoked_ms, 300);
+		} else {
+			/* The revocation ended the public span; expiry never shrinks. */
+			assert_int_equal(got[i].public_until_ms, 0);
+			assert_int_equal(got[i].revoked_ms, 400);
+			assert_int_equal(got[i].expires_ms, 9000);
+		}
+	}
+	assert_int_equal(seen, 3);
+	memset(got, 0, sizeof got);
+	assert_int_equal(store_previews(f->s, 10000, collect_preview, got, &e), 0);
+	assert_string_equal(got[0].computer, "c-1"); /* only the stop's row is left */
+	assert_int_equal(got[0].port, 0);
+	assert_int_equal(got[1].computer[0], 0);
+	struct store_preview bad = {.computer = "", .port = 1};
+	assert_int_equal(store_preview_put(f->s, &bad, &e), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1542,6 +1614,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_key_admin, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_revocations, fixture_setup,
 					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_previews, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_key_lookup_never_waits, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test(test_computer_state_names),

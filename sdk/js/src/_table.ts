@@ -49,6 +49,7 @@ export const TABLE: ReadonlyArray<readonly [string, string, Result, string]> = [
   ["set_clipboard", "text", "json", "Put text on the clipboard (paste it with ctrl+v)."],
   ["bash", "command -timeout_s -cwd -env -stdin", "process", "Run a bash command as the computer's user: stdout, stderr, exit_code."],
   ["python", "code -timeout_s -cwd -env -stdin", "process", "Run Python 3 code as the computer's user: stdout, stderr, exit_code."],
+  ["install_packages", "*apt -pip -npm -timeout_s", "json", "Install Debian packages (as root, by envd's package helper), pip packages into the user's default virtual environment and npm packages into the user's global prefix, in that order."],
 ];
 
 /** Every action as a method of Computer, typed. */
@@ -367,4 +368,12 @@ export interface Actions {
    * @param options.stdin Text on its standard input.
    */
   python(code: string, options?: ActionOptions<{ timeout_s?: number; cwd?: string; env?: Record<string, string>; stdin?: string }>): Promise<ProcessResult>;
+  /**
+   * Install Debian packages (as root, by envd's package helper), pip packages into the user's default virtual environment and npm packages into the user's global prefix, in that order.
+   * @param apt Debian packages from the computer's sources, installed as root by envd's package helper: names like "jq", "python3-pandas", "g++" (optionally =VERSION); no files or URLs.
+   * @param options.pip pip requirements for the user's default virtual environment: "requests", "pandas==2.2.2", "httpx[http2]>=0.27"; no URLs or paths.
+   * @param options.npm npm packages installed globally in the user's prefix (~/.npm-global, on PATH): "typescript", "@scope/name@1.2.3".
+   * @param options.timeout_s Stop after this long (default 600).
+   */
+  install_packages(...apt: [...apt: string[], options: ActionOptions<{ pip?: string[]; npm?: string[]; timeout_s?: number }>] | string[]): Promise<JsonObject>;
 }

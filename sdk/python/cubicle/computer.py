@@ -144,6 +144,39 @@ class Computer:
         """Revokes every stream token issued so far and closes their streams."""
         return self.client.request("POST", self._path(self.id, "/stream/revoke"))
 
+    # ---- previews and CDP (docs/api.md, "Previews" and "CDP") --------------
+
+    def preview(self, port, ttl_s=None, public=False):
+        """A URL that opens `port` of this computer in a browser, HTTP and
+        WebSocket: {"url", "expires_at", "port", "public"}. The URL carries a
+        token (it becomes a cookie of that host on the first request) unless
+        public (which cubicled must allow: --public-previews)."""
+        body = {"port": int(port)}
+        if ttl_s is not None:
+            body["ttl_s"] = int(ttl_s)
+        if public:
+            body["public"] = True
+        return self.client.request("POST", self._path(self.id, "/previews"), body)
+
+    def preview_url(self, port, ttl_s=None, public=False):
+        """Just the preview's URL."""
+        return self.preview(port, ttl_s, public)["url"]
+
+    def previews(self):
+        """This computer's previews that still work: [{"port", "public", "expires_at"}]."""
+        return self.client.request("GET", self._path(self.id, "/previews"))["previews"]
+
+    def revoke_preview(self, port):
+        """Every URL of port's previews stops working; open connections close."""
+        return self.client.request("DELETE", self._path(self.id, "/previews/%d" % int(port)))
+
+    def cdp(self, ttl_s=None):
+        """The desktop browser's DevTools through cubicled (Chromium started or
+        reused): {"ws_url", "http_url", "expires_at", "browser", "started"};
+        ws_url is for Playwright's connect_over_cdp."""
+        body = {} if ttl_s is None else {"ttl_s": int(ttl_s)}
+        return self.client.request("POST", self._path(self.id, "/cdp"), body)
+
     # ---- actions ---------------------------------------------------------
 
     def action(self, name, params=None, **kw):
