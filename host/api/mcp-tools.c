@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base64.h"
+#include "computeruse.h"
 #include "driver.h"
 #include "ident.h"
 #include "params.h"
@@ -331,6 +332,81 @@ static int mcp_screenshot(const struct mcp_caller *c, const struct mcp_tool *t, 
 	return *result ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
 }
 
+/* ---- computer-use ------------------------------------------------------------------ */
+
+static const struct mcp_param p_computer_use[] = {
+    {"call", T_OBJ, 0, 0, NULL, true,
+     "What the model sent, as POST /v1/computers/{id}/computer-use takes it: an Anthropic "
+     "tool_use block, assistant turn ({\"content\": [...]}) or computer input "
+     "({\"action\", ...}), or an OpenAI computer_call item or action ({\"type\", ...})."},
+    {"tool", T_ENUM, 0, 0,
+     "computer_20241022|computer_20250124|computer_20251124|computer_toolset_20260801|"
+     "computer_use_preview|computer",
+     false, "The type of the tools[] entry the model was given (default: by the call's shape)."},
+    {"display", T_OBJ, 0, 0, NULL, false,
+     "{\"width\", \"height\"} the model sees: screenshots scaled to it, its coordinates "
+     "scaled back (default: the screen's own size)."},
+    {"screenshot_delay_ms", T_INT, 0, 10000, NULL, false,
+     "Wait this long before a screenshot that follows an action (default 0)."},
+    {0}};
+
+/* The images of a computer-use answer (tool_result blocks, a turn's, or a
+ * computer_call_output) as MCP image content, in order. */
+static void mcp_cu_images(const json_t *v, json_t *content)
+{
+	const char *type = json_string_value(json_object_get(v, "type"));
+	if (type && strcmp(type, "image") == 0) {
+		json_t *src = json_object_get(v, "source");
+		json_array_append_new(content, json_pack("{s:s, s:O, s:O}", "type", "image", "data",
+							 json_object_get(src, "data"), "mimeType",
+							 json_object_get(src, "media_type")));
+		return;
+	}
+	const char *url =
+	    json_string_value(json_object_get(json_object_get(v, "output"), "image_url"));
+	static const char prefix[] = "data:image/png;base64,";
+	if (url && strncmp(url, prefix, sizeof prefix - 1) == 0) {
+		json_array_append_new(content,
+				      json_pack("{s:s, s:s, s:s}", "type", "image", "data",
+						url + sizeof prefix - 1, "mimeType", "image/png"));
+		return;
+	}
+	size_t i;
+	json_t *it;
+	json_array_foreach(json_object_get(v, "content"), i, it) mcp_cu_images(it, content);
+}
+
+/* The vendor's answer as structured content, exactly; its screenshots as
+ * image content and a line saying what ran. */
+static int mcp_computer_use(const struct mcp_caller *c, const struct mcp_tool *t,
+			    const json_t *args, json_t **result, struct err *e)
+{
+	(void)t;
+	json_t *body = json_copy(json_object_get(args, "call"));
+	static const char *const wrapper[] = {"tool", "display", "screenshot_delay_ms"};
+	for (size_t i = 0; body && i < sizeof wrapper / sizeof wrapper[0]; i++)
+		if (json_object_get(args, wrapper[i]))
+			json_object_set(body, wrapper[i], json_object_get(args, wrapper[i]));
+	if (!body)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	json_t *out = NULL;
+	struct computeruse_outcome oc;
+	int rc = computeruse_run(c->core, mcp_id(args), c->ws, body, NULL, &out, &oc, e);
+	json_decref(body);
+	if (rc < 0)
+		return -1;
+	char text[400];
+	if (oc.failed >= 0)
+		snprintf(text, sizeof text, "%d of %d calls done; %s; the rest not run.", oc.ran,
+			 oc.calls, oc.error);
+	else
+		snprintf(text, sizeof text, "%d of %d calls done.", oc.ran, oc.calls);
+	json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
+	mcp_cu_images(out, content);
+	*result = json_pack("{s:o, s:o}", "content", content, "structuredContent", out);
+	return *result ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 /* The tools of envd's actions: mcp_action_tools[], generated from
@@ -358,6 +434,12 @@ static const struct mcp_tool mcp_tools[] = {
     {"stream_url",
      "A URL to watch (or control) the desktop live in a browser, and its WebSocket URL.", p_stream,
      COMPUTER, mcp_stream_url},
+    {"computer_use",
+     "Run what a computer-use model sent (Anthropic's computer tool, any version, one call or "
+     "a turn of them; OpenAI's computer_call or action) and get the answer its loop sends "
+     "back, exactly: tool_result blocks or a computer_call_output item, as structuredContent "
+     "(docs/computer-use.md).",
+     p_computer_use, COMPUTER | F_RESULT, mcp_computer_use},
     {"preview_url",
      "A URL that opens a server running inside the computer (a dev server, an app) in a "
      "person's browser, HTTP and WebSocket, without exposing anything else of the computer.",

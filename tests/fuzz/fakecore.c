@@ -23,13 +23,29 @@ struct core *fake_core(void)
 static struct envd_reply queue[QMAX];
 static size_t qhead, qlen;
 
-#define LOGMAX 64
+#define LOGMAX FAKE_LOGMAX
 static char *log_name[LOGMAX];
 static json_t *log_params[LOGMAX];
 static size_t nlog;
 
+static int64_t slept_ms;
+
+/* clock_sleep_ms, wrapped (-Wl,--wrap): the fuzzer must not sleep. */
+void __wrap_clock_sleep_ms(int64_t ms);
+void __wrap_clock_sleep_ms(int64_t ms)
+{
+	if (ms > 0)
+		slept_ms += ms;
+}
+
+int64_t fake_slept_ms(void)
+{
+	return slept_ms;
+}
+
 void fake_reset(void)
 {
+	slept_ms = 0;
 	while (qlen) {
 		free(queue[qhead].body);
 		qhead = (qhead + 1) % QMAX;

@@ -34,9 +34,9 @@ list(TRANSFORM WIRE_SRC PREPEND ${CMAKE_SOURCE_DIR}/wire/)
 set(FUZZ_HARNESSES "")
 
 # cubicle_fuzzer(NAME SOURCES... [LIBS pkg-config modules...] [DEPENDS targets...]
-#                [INCLUDED files the harness #includes])
+#                [INCLUDED files the harness #includes] [FLAGS more clang flags])
 function(cubicle_fuzzer name)
-	cmake_parse_arguments(F "" "" "SOURCES;LIBS;DEPENDS;INCLUDED" ${ARGN})
+	cmake_parse_arguments(F "" "" "SOURCES;LIBS;DEPENDS;INCLUDED;FLAGS" ${ARGN})
 	set(out ${CMAKE_BINARY_DIR}/tests/fuzz_${name})
 	set(libs "")
 	foreach(m ${F_LIBS})
@@ -47,7 +47,7 @@ function(cubicle_fuzzer name)
 	endforeach()
 	add_custom_command(OUTPUT ${out}
 		COMMAND ${CUBICLE_CLANG} ${FUZZ_FLAGS} ${FUZZ_INC} ${FUZZ_DIR}/fuzz_${name}.c
-			${F_SOURCES} ${libs} -lpthread -lm -o ${out}
+			${F_SOURCES} ${libs} ${F_FLAGS} -lpthread -lm -o ${out}
 		DEPENDS ${FUZZ_DIR}/fuzz_${name}.c ${F_SOURCES} ${F_INCLUDED} ${FUZZ_HEADERS} ${F_DEPENDS}
 		COMMENT "libFuzzer harness fuzz_${name} (clang)" VERBATIM)
 	add_custom_target(fuzz_${name} ALL DEPENDS ${out})
@@ -95,15 +95,17 @@ cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner
 set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/routes.c
 	${API}/metrics.c
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
-	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/stream.c
-	${API}/recordings.c
-	${API}/rfbfilter.c ${API}/preview.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
-	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c ${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c
-	${CMAKE_SOURCE_DIR}/wire/httpd-relay.c ${CMAKE_SOURCE_DIR}/wire/httpreq.c)
-# api.c is included by apihost.h (its router and handlers are static).
+	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/computeruse-envd.c
+	${API}/stream.c ${API}/recordings.c ${API}/rfbfilter.c ${API}/preview.c ${STORE_SRC}
+	${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c
+	${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c ${CMAKE_SOURCE_DIR}/wire/httpd-relay.c
+	${CMAKE_SOURCE_DIR}/wire/httpreq.c)
+# api.c is included by apihost.h (its router and handlers are static). Their
+# sleeps (computer-use waits) are pretend: fakecore.c's __wrap_clock_sleep_ms.
 foreach(h api mcp computeruse)
 	cubicle_fuzzer(${h} SOURCES ${API_HOST_SRC} INCLUDED ${API}/api.c
-		LIBS jansson libcrypto sqlite3 libwebsockets DEPENDS cubicled)
+		LIBS jansson libcrypto sqlite3 libwebsockets DEPENDS cubicled
+		FLAGS -Wl,--wrap=clock_sleep_ms)
 endforeach()
 
 # The link of a machine you bring (wire/mux.c), from either side.

@@ -79,7 +79,7 @@ describe("the SDK client", () => {
 			"delete_computer", "screenshot", "left_click", "type", "key", "hotkey", "scroll",
 			"drag", "move_cursor", "windows", "get_accessibility_tree", "bash", "python",
 			"read_file", "write_file", "stream_url", "preview_url", "cdp_url", "get_cursor_position",
-			"start_recording", "stop_recording",
+			"start_recording", "stop_recording", "computer_use",
 		]) {
 			assert.ok(byName[name], `no tool ${name}`);
 			assert.equal(byName[name].inputSchema.type, "object");
@@ -119,6 +119,19 @@ describe("the SDK client", () => {
 		const full = await call("screenshot", { computer_id: computer });
 		assert.deepEqual(pngSize(Buffer.from(full.content[0].data, "base64")), [1280, 800]);
 		assert.match(full.content[1].text, /scale 1/);
+
+		// computer_use through the official client: a toolset turn, the vendor's
+		// answer as structuredContent, its screenshot as image content.
+		const turn = await call("computer_use", {
+			computer_id: computer, display: { width: 640, height: 400 }, call: { content: [
+				{ type: "tool_use", id: "toolu_m1", name: "mouse_move", toolset_name: "computer", input: { coordinate: [160, 60] } },
+				{ type: "tool_use", id: "toolu_m2", name: "screenshot", toolset_name: "computer", input: {} }] },
+		});
+		const [t1, t2] = turn.structuredContent.content;
+		assert.deepEqual(t1, { type: "tool_result", tool_use_id: "toolu_m1", toolset_name: "computer", content: [{ type: "text", text: "Moved the mouse." }] });
+		assert.equal(t2.content[0].source.data, turn.content[1].data);
+		assert.deepEqual(pngSize(Buffer.from(turn.content[1].data, "base64")), [640, 400]);
+		assert.match(turn.content[0].text, /^2 of 2 calls done/);
 
 		const clicked = await call("left_click", { computer_id: computer, x: 321, y: 123 });
 		assert.deepEqual([clicked.structuredContent.x, clicked.structuredContent.y], [321, 123]);

@@ -144,15 +144,6 @@ class Computer:
         """Revokes every stream token issued so far and closes their streams."""
         return self.client.request("POST", self._path(self.id, "/stream/revoke"))
 
-    def computer_use(self, input, dialect=None, display=None, screenshot_delay_ms=None):
-        """One Anthropic or OpenAI computer-use action, answered in its
-        dialect's shape: an Anthropic tool input or tool_use block gives a
-        tool_result block, an OpenAI action or computer_call item a
-        computer_call_output item (docs/api.md, Computer-use compatibility)."""
-        return self.client.request("POST", self._path(self.id, "/computer-use"), input,
-                                   {"dialect": dialect, "display": display,
-                                    "screenshot_delay_ms": screenshot_delay_ms})
-
     # ---- previews and CDP (docs/api.md, "Previews" and "CDP") --------------
 
     def preview(self, port, ttl_s=None, public=False):
@@ -243,6 +234,39 @@ class Computer:
                                     params or {})
         return out
 
+    # ---- computer-use: what a model sent, answered as its loop expects ----
+
+    def computer_use(self, input, dialect=None, display=None, screenshot_delay_ms=None,
+                     tool=None):
+        """Runs what a computer-use model sent and returns what its loop sends
+        back, exactly (POST .../computer-use, docs/computer-use.md).
+
+        `input`: an Anthropic tool_use block, assistant turn ({"content": [...]},
+        or the Messages API's answer as is) or computer input ({"action", ...});
+        an OpenAI computer_call item or action ({"type", ...}). `tool`: the type
+        of the tools[] entry the model was given ("computer_toolset_20260801",
+        "computer_20251124", ..., "computer", "computer_use_preview"; default:
+        by the input's shape); `dialect` ("anthropic"|"openai") may say the
+        vendor instead. `display`: what the model sees, (width, height) or
+        "WIDTHxHEIGHT".
+
+        The answer is a tool_result block, {"role": "user", "content":
+        [tool_result, ...]} for a turn, or a computer_call_output item; a
+        ComputerUseAnswer (a dict) whose .ran, .failed (index, or None) and
+        .error say how a batch went: a failure midway is in the answer
+        (is_error results, "status": "incomplete"), not an exception."""
+        body = dict(input)
+        query = {"dialect": dialect, "tool": tool, "screenshot_delay_ms": screenshot_delay_ms}
+        if isinstance(display, str):
+            query["display"] = display
+        elif display is not None:
+            w, h = (display["width"], display["height"]) if isinstance(display, dict) \
+                else display
+            body["display"] = {"width": int(w), "height": int(h)}
+        _, headers, out = self.client.raw("POST", self._path(self.id, "/computer-use"), body,
+                                          query)
+        return ComputerUseAnswer(json.loads(out), headers)
+
     # ---- files: streamed through /files, any size --------------------------
 
     def read_file(self, path, to=None):
@@ -273,3 +297,17 @@ class Computer:
         length = data.tell() - start
         data.seek(start)
         return self.client.upload(self._path(self.id, "/files"), {"path": path}, data, length)
+
+
+class ComputerUseAnswer(dict):
+    """The answer of Computer.computer_use: the vendor's JSON, plus how a
+    batch went. ran: calls done, in order; failed: the index of the one that
+    failed (in the turn's content, or in actions[]), None if none; error: why."""
+
+    def __init__(self, answer, headers):
+        super().__init__(answer)
+        ran = headers.get("X-Computer-Use-Ran")
+        failed = headers.get("X-Computer-Use-Failed")
+        self.ran = int(ran) if ran is not None else 1
+        self.failed = int(failed) if failed is not None else None
+        self.error = headers.get("X-Computer-Use-Error")
