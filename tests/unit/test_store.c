@@ -1,8 +1,11 @@
 /*
- * store: workspaces, keys, computers and the usage ledger against a real
- * SQLite database in a fresh temporary directory per test (cmocka).
- * Includes a SIGKILL of a process mid-ledger and concurrent use from
- * several threads.
+ * store: workspaces, keys, computers and the usage ledger (cmocka), every
+ * case twice: against a real SQLite database in a fresh temporary
+ * directory, and against a real PostgreSQL 15 server the binary starts
+ * (store-fixture.h), a fresh database per case. Includes a SIGKILL of a
+ * process mid-ledger and concurrent use from several threads; the
+ * cluster's cases (hosts, placement, fencing, outages) are in
+ * store-cluster.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,66 +19,16 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "store-fixture.h"
 #include "store-internal.h" /* store_lock: to hold the store busy */
 #include "store.h"
 
-struct fixture {
-	char dir[64];
-	char path[128];
-	struct store *s;
-};
-
-static int fixture_setup(void **state)
-{
-	struct fixture *f = calloc(1, sizeof *f);
-	snprintf(f->dir, sizeof f->dir, "/tmp/cubicle-store-XXXXXX");
-	if (!mkdtemp(f->dir))
-		return -1;
-	snprintf(f->path, sizeof f->path, "%s/cubicle.db", f->dir);
-	struct err e = {0};
-	f->s = store_open(f->path, &e);
-	if (!f->s) {
-		fprintf(stderr, "store_open: %s\n", e.message);
-		return -1;
-	}
-	*state = f;
-	return 0;
-}
-
-static int fixture_teardown(void **state)
-{
-	struct fixture *f = *state;
-	store_close(f->s);
-	DIR *d = opendir(f->dir);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		char p[512];
-		snprintf(p, sizeof p, "%s/%s", f->dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(f->dir);
-	free(f);
-	return 0;
-}
-
-/* Closes and reopens the fixture's store. */
-static void fixture_reopen(struct fixture *f)
-{
-	struct err e = {0};
-	store_close(f->s);
-	f->s = store_open(f->path, &e);
-	if (!f->s)
-		fail_msg("reopen: %s", e.message);
-}
+/* store-cluster.c's cases, on the current pass's back end. */
+int store_cluster_run(const char *name);
 
 static bool is_hex(const char *p, size_t n)
 {
@@ -269,26 +222,43 @@ static void test_keys(void **state)
 	assert_int_equal(store_key_create(f->s, "", other, &e), -1);
 	assert_int_equal(e.code, ERR_INVALID);
 
-	/* The plaintext is in neither the database nor its WAL, while open
-	 * and after close (checkpointed). */
-	char wal[160];
-	snprintf(wal, sizeof wal, "%s-wal", f->path);
-	assert_true(file_contains(wal, w.id)); /* the check can see what is there */
-	assert_false(file_contains(wal, key + 3));
-	assert_false(file_contains(f->path, key + 3));
-	assert_false(file_contains(wal, admin_key + 3));
-	fixture_reopen(f);
-	assert_int_equal(store_key_lookup(f->s, key, ws, &admin, &e), 0);
-	assert_string_equal(ws, w.id);
-	store_close(f->s);
-	f->s = NULL;
-	assert_true(file_contains(f->path, w.id));
-	assert_false(file_contains(f->path, key + 3));
-	assert_false(file_contains(f->path, admin_key + 3));
-	struct stat st;
-	assert_int_equal(stat(f->path, &st), 0);
-	assert_int_equal(st.st_mode & 0777, 0600);
-	fixture_reopen(f);
+	if (f->pg) {
+		/* The plaintext is in no column of any key's row; the check can
+		 * see what is there (the prefix shown to the admin). */
+		char sql[256];
+		snprintf(sql, sizeof sql,
+			 "SELECT COUNT(*) FROM api_keys k WHERE position('%.11s' in"
+			 " row_to_json(k)::text) > 0",
+			 key);
+		assert_int_equal(fixture_sql_int(f, sql), 1);
+		snprintf(sql, sizeof sql,
+			 "SELECT COUNT(*) FROM api_keys k WHERE position('%s' in"
+			 " row_to_json(k)::text) > 0 OR position('%s' in row_to_json(k)::text) > 0",
+			 key + 3, admin_key + 3);
+		assert_int_equal(fixture_sql_int(f, sql), 0);
+		fixture_reopen(f);
+	} else {
+		/* The plaintext is in neither the database nor its WAL, while
+		 * open and after close (checkpointed). */
+		char wal[600];
+		snprintf(wal, sizeof wal, "%s-wal", f->where);
+		assert_true(file_contains(wal, w.id)); /* the check can see what is there */
+		assert_false(file_contains(wal, key + 3));
+		assert_false(file_contains(f->where, key + 3));
+		assert_false(file_contains(wal, admin_key + 3));
+		fixture_reopen(f);
+		assert_int_equal(store_key_lookup(f->s, key, ws, &admin, &e), 0);
+		assert_string_equal(ws, w.id);
+		store_close(f->s);
+		f->s = NULL;
+		assert_true(file_contains(f->where, w.id));
+		assert_false(file_contains(f->where, key + 3));
+		assert_false(file_contains(f->where, admin_key + 3));
+		struct stat st;
+		assert_int_equal(stat(f->where, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0600);
+		fixture_reopen(f);
+	}
 
 	/* Revocation: twice is fine; a never-created key is not found. */
 	assert_int_equal(store_key_revoke(f->s, key, &e), 0);
@@ -307,9 +277,9 @@ static void test_keys(void **state)
 static void test_computer_state_names(void **state)
 {
 	(void)state;
-	static const char *const names[] = {"provisioning", "running",	"stopping",
-					    "stopped",	    "starting", "deleting",
-					    "deleted",	    "error",	"offline"};
+	static const char *const names[] = {"provisioning", "running",	"stopping", "stopped",
+					    "starting",	    "deleting", "deleted",  "error",
+					    "offline",	    "lost"};
 	for (int i = 0; i < COMPUTER_STATES; i++) {
 		enum computer_state s;
 		assert_string_equal(computer_state_name((enum computer_state)i), names[i]);
@@ -651,7 +621,7 @@ static void test_usage_arithmetic(void **state)
 
 	/* md: running 1500 ms, stopped 2500 ms, then nothing. */
 	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", "running", t0, &e), 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 1); /* md's segment */
 	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", "stopped", t0 + 1500, &e), 0);
 	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", NULL, t0 + 4000, &e), 0);
 	/* small: running 10 s from t0 + 2000 (open, ticked). */
@@ -660,7 +630,7 @@ static void test_usage_arithmetic(void **state)
 	/* The other workspace: xl running 1 s. */
 	assert_int_equal(store_usage_switch(f->s, elsewhere.id, other.id, "xl", "running", t0, &e),
 			 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 12000, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 12000, &e), 2); /* small, elsewhere */
 	assert_int_equal(
 	    store_usage_switch(f->s, elsewhere.id, other.id, "xl", NULL, t0 + 1000, &e), 0);
 
@@ -794,8 +764,8 @@ static void test_usage_switch_and_open_segments(void **state)
 	assert_int_equal(store_usage_switch(f->s, b.id, w.id, "sm", "stopped", t0 + 100, &e), 0);
 	/* Switching to the same state again just starts a new segment. */
 	assert_int_equal(store_usage_switch(f->s, a.id, w.id, "xs", "running", t0 + 50, &e), 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 0);
-	/* A tick never moves an end backwards. */
+	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 2); /* rows it moved */
+	/* A tick never moves an end backwards (and says it moved nothing). */
 	assert_int_equal(store_usage_tick(f->s, t0 + 900, &e), 0);
 
 	assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
@@ -898,12 +868,10 @@ static void test_key_lookup_never_waits(void **state)
 	assert_int_equal(a.rc, 0);
 	assert_string_equal(a.ws, w.id);
 
-	/* Another connection revokes it: the update hook cannot see that. */
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE api_keys SET revoked_ms = 1", NULL, NULL, NULL),
-			 SQLITE_OK);
-	sqlite3_close(db);
+	/* Another connection revokes it, behind the store's back: invalidating
+	 * the table applies it (PostgreSQL's listener would too: see
+	 * test_revocation_reaches_other_host). */
+	assert_int_equal(fixture_sql(f, "UPDATE api_keys SET revoked_ms = 1"), 0);
 	store_keys_invalidate(f->s);
 	char ws[40];
 	bool admin;
@@ -927,7 +895,7 @@ static void test_reopen_finds_everything(void **state)
 	assert_int_equal(store_computer_update(f->s, &c, &e), 0);
 	const int64_t t0 = 1700000000000LL;
 	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "small", "running", t0, &e), 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 3000, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 3000, &e), 1);
 
 	fixture_reopen(f);
 	struct store_workspace gw;
@@ -947,15 +915,9 @@ static void test_reopen_finds_everything(void **state)
 	assert_int_equal(segs[0].end_ms, t0 + 3000);
 	free(segs);
 
-	/* The schema version is recorded. */
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	sqlite3_stmt *st;
-	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	assert_true(sqlite3_column_int(st, 0) >= 1); /* one per migration */
-	sqlite3_finalize(st);
-	sqlite3_close(db);
+	/* The schema version is recorded (one per migration). */
+	assert_true(fixture_sql_int(f, f->pg ? "SELECT version FROM cubicle_schema"
+					     : "PRAGMA user_version") >= 1);
 	store_computer_clear(&c);
 }
 
@@ -982,10 +944,10 @@ static void test_kill9_keeps_last_tick(void **state)
 	if (pid == 0) {
 		close(pipefd[0]);
 		struct err ce = {0};
-		struct store *cs = store_open(f->path, &ce);
+		struct store *cs = store_open(f->where, &ce);
 		int ok = cs != NULL;
 		for (int i = 1; ok && i <= 5; i++)
-			ok = store_usage_tick(cs, t0 + i * 1000, &ce) == 0;
+			ok = store_usage_tick(cs, t0 + i * 1000, &ce) == 1;
 		if (ok)
 			ok = store_computer_touch(cs, c.id, c.created_ms + 5000, &ce) == 0;
 		char r = ok ? 'y' : 'n';
@@ -1004,7 +966,7 @@ static void test_kill9_keeps_last_tick(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
-	f->s = store_open(f->path, &e);
+	f->s = store_open(f->where, &e);
 	assert_non_null(f->s);
 	struct store_open_segment *segs;
 	size_t n;
@@ -1135,6 +1097,7 @@ static void test_commit_state_and_usage_together(void **state)
 struct racer {
 	struct store *s;
 	const char *ws;
+	pthread_barrier_t *go;
 	int rc;
 	enum err_code code;
 };
@@ -1142,6 +1105,7 @@ struct racer {
 static void *racer_run(void *arg)
 {
 	struct racer *r = arg;
+	pthread_barrier_wait(r->go);
 	struct store_computer c;
 	memset(&c, 0, sizeof c);
 	snprintf(c.workspace, sizeof c.workspace, "%s", r->ws);
@@ -1157,7 +1121,8 @@ static void *racer_run(void *arg)
 	return NULL;
 }
 
-/* Creates at once from several threads: exactly the limit get in. */
+/* Creates at once from several threads, each on a connection of its own
+ * (as several hosts would): exactly the limit get in. */
 static void test_commit_limit_under_concurrent_inserts(void **state)
 {
 	struct fixture *f = *state;
@@ -1168,18 +1133,24 @@ static void test_commit_limit_under_concurrent_inserts(void **state)
 	make_computer(f->s, w.id, "sandbox", "xs", "stopped", &stopped); /* holds nothing */
 	struct racer r[RACERS];
 	pthread_t th[RACERS];
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, RACERS);
 	for (int i = 0; i < RACERS; i++) {
-		r[i] = (struct racer){.s = f->s, .ws = w.id};
-		assert_int_equal(pthread_create(&th[i], NULL, racer_run, &r[i]), 0);
+		r[i] = (struct racer){.s = fixture_open_another(f, &e), .ws = w.id, .go = &go};
+		assert_non_null(r[i].s);
 	}
+	for (int i = 0; i < RACERS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, racer_run, &r[i]), 0);
 	int ok = 0;
 	for (int i = 0; i < RACERS; i++) {
 		pthread_join(th[i], NULL);
+		store_close(r[i].s);
 		if (r[i].rc == 0)
 			ok++;
 		else
 			assert_int_equal(r[i].code, ERR_LIMIT);
 	}
+	pthread_barrier_destroy(&go);
 	assert_int_equal(ok, RACE_LIMIT);
 	int n = 0;
 	assert_int_equal(store_computer_count_running(f->s, w.id, &n, &e), 0);
@@ -1216,7 +1187,7 @@ static void test_kill9_between_state_and_usage(void **state)
 		if (pid == 0) {
 			close(pipefd[0]);
 			struct err ce = {0};
-			struct store *cs = store_open(f->path, &ce);
+			struct store *cs = store_open(f->where, &ce);
 			for (int i = 0; cs; i++) {
 				bool stop = i % 2 == 0;
 				set_state(&c, stop ? "stopping" : "running");
@@ -1240,7 +1211,7 @@ static void test_kill9_between_state_and_usage(void **state)
 		int status;
 		assert_int_equal(waitpid(pid, &status, 0), pid);
 		assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-		struct store *s = store_open(f->path, &e);
+		struct store *s = store_open(f->where, &e);
 		assert_non_null(s);
 		struct store_computer g;
 		assert_int_equal(store_computer_get(s, c.id, NULL, &g, &e), 0);
@@ -1250,7 +1221,7 @@ static void test_kill9_between_state_and_usage(void **state)
 		store_computer_clear(&g);
 		store_close(s);
 	}
-	f->s = store_open(f->path, &e);
+	f->s = store_open(f->where, &e);
 	assert_non_null(f->s);
 	store_computer_clear(&c);
 }
@@ -1312,26 +1283,34 @@ static void test_newer_schema_is_refused(void **state)
 	struct fixture *f = *state;
 	store_close(f->s);
 	f->s = NULL;
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	sqlite3_stmt *st;
-	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	char restore[64];
-	snprintf(restore, sizeof restore, "PRAGMA user_version = %d", sqlite3_column_int(st, 0));
-	sqlite3_finalize(st);
-	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
+	const char *version_sql =
+	    f->pg ? "SELECT version FROM cubicle_schema" : "PRAGMA user_version";
+	int64_t version = fixture_sql_int(f, version_sql);
+	assert_true(version >= 1);
+	char sql[96];
+	snprintf(sql, sizeof sql,
+		 f->pg ? "UPDATE cubicle_schema SET version = %d" : "PRAGMA user_version = %d", 99);
+	assert_int_equal(fixture_sql(f, sql), 0);
 	struct err e = {0};
-	assert_null(store_open(f->path, &e));
+	assert_null(store_open(f->where, &e));
 	assert_int_equal(e.code, ERR_INTERNAL);
 	assert_non_null(strstr(e.message, "schema version 99"));
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, restore, NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
-	f->s = store_open(f->path, &e);
+	snprintf(sql, sizeof sql,
+		 f->pg ? "UPDATE cubicle_schema SET version = %d" : "PRAGMA user_version = %d",
+		 (int)version);
+	assert_int_equal(fixture_sql(f, sql), 0);
+	f->s = store_open(f->where, &e);
 	assert_non_null(f->s);
 
+	/* A database that is not there: a clear error naming it. */
+	if (f->pg) {
+		char uri[600];
+		pgserver_uri("nosuchdb", uri, sizeof uri);
+		assert_null(store_open(uri, &e));
+		assert_int_equal(e.code, ERR_UNAVAILABLE);
+		assert_non_null(strstr(e.message, "cannot connect to the database"));
+		assert_non_null(strstr(e.message, "does not exist"));
+	}
 	assert_null(store_open("/nonexistent-dir/x.db", &e));
 	assert_int_equal(e.code, ERR_INTERNAL);
 	assert_non_null(strstr(e.message, "/nonexistent-dir/x.db"));
@@ -1363,7 +1342,7 @@ static void *worker_run(void *arg)
 		int rc = 0;
 		switch ((i + w->index) % 4) {
 		case 0:
-			rc = store_usage_tick(w->s, now, &e);
+			rc = store_usage_tick(w->s, now, &e) < 0 ? -1 : 0;
 			break;
 		case 1:
 			rc = store_computer_touch(w->s, w->c->id, now, &e);
@@ -1648,5 +1627,24 @@ int main(void)
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_threads, fixture_setup, fixture_teardown),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	/* Every case on SQLite, then on PostgreSQL (one server for all). */
+	fixture_pg = false;
+	int failed = cmocka_run_group_tests_name("sqlite", tests, NULL, NULL);
+	failed += store_cluster_run("sqlite cluster");
+	char why[300];
+	bool skip;
+	if (pgserver_start(why, sizeof why, &skip) < 0) {
+		pgserver_remove();
+		if (skip) {
+			printf("SKIP: the PostgreSQL passes: %s\n", why);
+			return failed;
+		}
+		fprintf(stderr, "the PostgreSQL passes cannot run: %s\n", why);
+		return failed + 1;
+	}
+	fixture_pg = true;
+	failed += cmocka_run_group_tests_name("postgresql", tests, NULL, NULL);
+	failed += store_cluster_run("postgresql cluster");
+	pgserver_remove();
+	return failed;
 }
