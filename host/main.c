@@ -25,10 +25,12 @@
 
 #include "api.h"
 #include "ident.h"
+#include "log.h"
 #include "token.h"
 #include "core.h"
 #include "guest-net.h"
 #include "nodeauth.h"
+#include "guest-setup.h"
 #include "store.h"
 
 /* What SIGTERM/SIGINT stop; NULL once the server is being torn down, so a
@@ -68,6 +70,16 @@ static void main_usage(FILE *to)
 	      "  --stream-ttl-max S        longest stream token lifetime (default 600)\n"
 	      "  --stream-max S            longest an open stream lives (default 3600)\n"
 	      "  --streams-per-computer N  open streams one computer may have (default 8)\n"
+	      "  --preview-listen HOST:PORT  where previews and CDP are relayed from (default\n"
+	      "                            --listen's host and port + 1; off = none)\n"
+	      "  --preview-url URL         how browsers reach it: http(s)://DOMAIN[:PORT];\n"
+	      "                            previews are PORT-ID.DOMAIN (default\n"
+	      "                            http://localhost:<its port>)\n"
+	      "  --preview-ttl-max S       longest preview or CDP token lifetime (default 86400)\n"
+	      "  --previews-per-computer N  connections open through previews and CDP per\n"
+	      "                            computer (default 32)\n"
+	      "  --preview-idle S          such a connection idle this long ends (default 300)\n"
+	      "  --public-previews         workspace keys may make public previews (no token)\n"
 	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
 	      "                            besides cubicled's own (default none)\n"
 	      "  --run-cpu-ms MS           CPU time of a code run (default 100)\n"
@@ -98,11 +110,29 @@ static void main_usage(FILE *to)
 	      "  --header-timeout S        request headers complete within (default 10)\n"
 	      "  --body-timeout S          a body arrives within S (default 30), plus 1 s\n"
 	      "  --body-min-rate BYTES     per this many bytes received (default 16384)\n"
+	      "  --recording-fps N         frames a second a recording takes at most (default 10)\n"
+	      "  --recording-max-s S       the longest recording (default 3600)\n"
+	      "  --recording-max-mb N      the largest recording file (default 1024)\n"
+	      "  --recordings-per-computer N  recordings of one computer at once (default 1)\n"
+	      "  --max-recordings N        recordings at once on this host (default 4)\n"
+	      "  --recording-keep-days N   a kept recording is deleted N days after it\n"
+	      "                            stopped (default 30)\n"
 	      "  --egress-allow CIDR,...   IPv4 prefixes guests may reach although the\n"
 	      "                            default egress policy denies them (private,\n"
 	      "                            CGNAT...: host/README.md); never the host's own\n"
 	      "  --egress-deny CIDR,...    IPv4 prefixes guests may not reach, besides the\n"
 	      "                            defaults (beats any allow)\n"
+	      "  --metrics-open            serve GET /metrics without a key (it names\n"
+	      "                            workspaces; default: the admin key only)\n"
+	      "  --log-format text|json    the log on stderr: text (default), or one JSON\n"
+	      "                            object per line\n"
+	      "  --guest-ca-certs DIR      CA certificates (*.crt, PEM) every guest trusts\n"
+	      "                            besides Debian's (default\n"
+	      "                            /usr/local/share/ca-certificates; none = none)\n"
+	      "  --pip-index-url URL       the package index pip uses in guests (default PyPI)\n"
+	      "  --npm-registry URL        the registry npm uses in guests (default npm's)\n"
+	      "  --guest-sizes on|off      whether containers show their size in nproc, /proc\n"
+	      "                            and uptime (default on; off: the host's)\n"
 	      "\n"
 	      "A cluster of hosts behind one API (docs/cluster.md):\n"
 	      "  --cluster-etcd URL,...    join a cluster: etcd's client URLs\n"
@@ -431,7 +461,8 @@ int main(int argc, char **argv)
 		   *secret_file = NULL, *sessions_dir = NULL;
 	int cluster_ttl = 5;
 	struct core_cluster_config cluster = {0};
-	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
+	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL,
+		   *preview_listen = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct runner_config rc = {0};
@@ -449,6 +480,8 @@ int main(int argc, char **argv)
 	    .body_min_rate = 16384,
 	};
 	static struct guest_net_list egress_allow, egress_deny;
+	const char *guest_ca_dir = GUEST_CA_DEFAULT_DIR, *pip_index_url = NULL,
+		   *npm_registry = NULL;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -474,6 +507,12 @@ int main(int argc, char **argv)
 	    {"stream-max", required_argument, NULL, 'M'},
 	    {"streams-per-computer", required_argument, NULL, 0x5301},
 	    {"mcp-origins", required_argument, NULL, 'O'},
+	    {"preview-listen", required_argument, NULL, 0x5401},
+	    {"preview-url", required_argument, NULL, 0x5402},
+	    {"preview-ttl-max", required_argument, NULL, 0x5403},
+	    {"previews-per-computer", required_argument, NULL, 0x5404},
+	    {"preview-idle", required_argument, NULL, 0x5405},
+	    {"public-previews", no_argument, NULL, 0x5406},
 	    /* the code runner (docs/code-runner.md) */
 	    {"run-cpu-ms", required_argument, NULL, 1001},
 	    {"run-wall-ms", required_argument, NULL, 1002},
@@ -500,6 +539,12 @@ int main(int argc, char **argv)
 	    {"header-timeout", required_argument, NULL, 0x206},
 	    {"body-timeout", required_argument, NULL, 0x207},
 	    {"body-min-rate", required_argument, NULL, 0x208},
+	    {"recording-fps", required_argument, NULL, 0x400},
+	    {"recording-max-s", required_argument, NULL, 0x401},
+	    {"recording-max-mb", required_argument, NULL, 0x402},
+	    {"recordings-per-computer", required_argument, NULL, 0x403},
+	    {"max-recordings", required_argument, NULL, 0x404},
+	    {"recording-keep-days", required_argument, NULL, 0x405},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
 	    {"cluster-etcd", required_argument, NULL, 0x301},
@@ -510,6 +555,12 @@ int main(int argc, char **argv)
 	    {"sessions-dir", required_argument, NULL, 0x306},
 	    {"capacity", required_argument, NULL, 0x307},
 	    {"config", required_argument, NULL, 0x308},
+	    {"metrics-open", no_argument, NULL, 0x320},
+	    {"log-format", required_argument, NULL, 0x321},
+	    {"guest-ca-certs", required_argument, NULL, 0x310},
+	    {"pip-index-url", required_argument, NULL, 0x311},
+	    {"npm-registry", required_argument, NULL, 0x312},
+	    {"guest-sizes", required_argument, NULL, 0x313},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -570,6 +621,26 @@ int main(int argc, char **argv)
 		case 0x5301:
 			streams_per_computer =
 			    (int)main_number(optarg, "--streams-per-computer", 1, 10000);
+			break;
+		case 0x5401:
+			preview_listen = optarg;
+			break;
+		case 0x5402:
+			ao.preview_url = optarg;
+			break;
+		case 0x5403:
+			ao.preview_ttl_max_s = (int)main_number(optarg, "--preview-ttl-max", 1,
+								CORE_PREVIEW_TOKEN_MAX_S);
+			break;
+		case 0x5404:
+			ao.previews_per_computer =
+			    (int)main_number(optarg, "--previews-per-computer", 1, 10000);
+			break;
+		case 0x5405:
+			ao.preview_idle_s = (int)main_number(optarg, "--preview-idle", 1, 86400);
+			break;
+		case 0x5406:
+			ao.public_previews = true;
 			break;
 		case 1001:
 			rc.cpu_ms = (int)main_number(optarg, "--run-cpu-ms", 1, 60000);
@@ -670,6 +741,27 @@ int main(int argc, char **argv)
 			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
 			break;
 			break;
+		case 0x400:
+			cfg.record_fps = (int)main_number(optarg, "--recording-fps", 1, 30);
+			break;
+		case 0x401:
+			cfg.record_max_s = (int)main_number(optarg, "--recording-max-s", 1, 86400);
+			break;
+		case 0x402:
+			cfg.record_max_bytes =
+			    (uint64_t)main_number(optarg, "--recording-max-mb", 8, 1 << 20) << 20;
+			break;
+		case 0x403:
+			cfg.record_per_computer =
+			    (int)main_number(optarg, "--recordings-per-computer", 1, 16);
+			break;
+		case 0x404:
+			cfg.record_per_host = (int)main_number(optarg, "--max-recordings", 1, 1024);
+			break;
+		case 0x405:
+			cfg.record_keep_days =
+			    (int)main_number(optarg, "--recording-keep-days", 1, 36500);
+			break;
 		case 'A':
 		case 'D': {
 			struct err pe = {0};
@@ -704,6 +796,38 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 0x308: /* read before the others (main_config_file) */
+			break;
+		case 0x320:
+			ao.metrics_open = true;
+			break;
+		case 0x321: {
+			enum log_format lf;
+			if (log_format_parse(optarg, &lf) < 0) {
+				fprintf(stderr,
+					"cubicled: --log-format takes text or json, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			if (log_set_format(lf, "cubicled") < 0)
+				fprintf(stderr,
+					"cubicled: cannot log as JSON; the log stays text\n");
+			break;
+		}
+		case 0x310:
+			guest_ca_dir = optarg;
+			break;
+		case 0x311:
+			pip_index_url = optarg;
+			break;
+		case 0x312:
+			npm_registry = optarg;
+			break;
+		case 0x313:
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				fprintf(stderr, "cubicled: --guest-sizes takes on or off\n");
+				return 2;
+			}
+			cfg.host_sizes = strcmp(optarg, "off") == 0;
 			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
@@ -837,12 +961,33 @@ int main(int argc, char **argv)
 				"for a cluster: add --cluster-etcd\n");
 		return 2;
 	}
+	char recorder[PATH_MAX + 32];
+	snprintf(recorder, sizeof recorder, "%s/cubicle-record", bin_dir);
+	cfg.recorder = recorder;
+	cfg.record_uid = rc.uid;
 	if (!session_quota_set)
 		cfg.session_quota = 10240ull << 20;
 	cfg.images_dir = images_real;
 	char *admin = main_admin_key(state_abs);
 	if (!admin)
 		return 1;
+	/* What every guest is told at each start (guest-setup.h). */
+	char *guest_setup = NULL;
+	{
+		struct err ge = {0};
+		int ncerts, nfiles;
+		if (guest_setup_build(guest_ca_dir, pip_index_url, npm_registry, &guest_setup,
+				      &ncerts, &nfiles, &ge) < 0) {
+			fprintf(stderr, "cubicled: %s\n", ge.message);
+			return 2;
+		}
+		if (ncerts)
+			fprintf(stderr,
+				"cubicled: guests trust %d CA certificate%s from %s (%d file%s)\n",
+				ncerts, ncerts == 1 ? "" : "s", guest_ca_dir, nfiles,
+				nfiles == 1 ? "" : "s");
+		cfg.guest_setup = guest_setup;
+	}
 
 	signal(SIGPIPE, SIG_IGN);
 	/* A computer's init is detached from us so it survives a crash; as a
@@ -900,6 +1045,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ao.listen = listen;
+	/* Previews beside the API: its host, the next port (any free one
+	 * when the API's is). */
+	char preview_default[300];
+	if (!preview_listen) {
+		const char *colon = strrchr(listen, ':');
+		long port = colon ? atol(colon + 1) : 8080;
+		snprintf(preview_default, sizeof preview_default, "%.*s:%ld",
+			 colon ? (int)(colon - listen) : 9, colon ? listen : "127.0.0.1",
+			 port ? port + 1 : 0);
+		preview_listen = preview_default;
+	}
+	ao.preview_listen = strcmp(preview_listen, "off") == 0 ? NULL : preview_listen;
 	ao.admin_key = admin;
 	ao.spool_dir = spool;
 	ao.stream_key = stream_key;
@@ -920,8 +1077,9 @@ int main(int argc, char **argv)
 	sa.sa_handler = main_on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	printf("cubicled: listening on %s (images %s, state %s)\n", api_address(main_api),
-	       images_real, state_abs);
+	printf("cubicled: listening on %s (images %s, state %s, previews %s)\n",
+	       api_address(main_api), images_real, state_abs,
+	       *api_preview_address(main_api) ? api_preview_address(main_api) : "off");
 	fflush(stdout);
 	api_run(main_api);
 	signal(SIGTERM, SIG_IGN);
@@ -941,5 +1099,6 @@ int main(int argc, char **argv)
 	store_close(store);
 	nodeauth_destroy(nodeauth);
 	free(admin);
+	free(guest_setup);
 	return 0;
 }

@@ -253,7 +253,8 @@ static int stream_check(struct streams *s, struct httpd_request *req, struct htt
 	}
 	struct token_claims tc;
 	const char *token = httpd_query(req, "token");
-	if (token_verify_ring(streams_key_for, s, token, id, clock_wall_ms() / 1000, &tc, e) < 0)
+	if (token_verify_ring(streams_key_for, s, token, id, TOKEN_SCOPE_STREAM,
+			      clock_wall_ms() / 1000, &tc, e) < 0)
 		return -1;
 	snprintf(t->tag, sizeof t->tag, "%s", id);
 	t->max_seconds = s->stream_max_s;

@@ -49,9 +49,19 @@ struct envd_limits envd_get_limits(void);
 int envd_action(const char *address, const char *token, const char *action, const char *body,
 		size_t len, long timeout_s, struct envd_reply *r, struct err *e);
 
+/* POST /v1/setup with a JSON body (host/core/guest-setup.h): the guest's
+ * settings at each start, within timeout_ms. */
+int envd_setup(const char *address, const char *token, const char *body, size_t len,
+	       long timeout_ms, struct envd_reply *r, struct err *e);
+
 /* GET /health. */
 int envd_health(const char *address, const char *token, long timeout_ms, struct envd_reply *r,
 		struct err *e);
+
+/* POST /v1/cdp: the desktop's Chromium with its DevTools endpoint, started
+ * or reused (envd/cdp.h); within timeout_s. */
+int envd_cdp(const char *address, const char *token, long timeout_s, struct envd_reply *r,
+	     struct err *e);
 
 /* GET /v1/files?path= into fd (not into memory): any size, as far as
  * reserve (see httpc_request.out_reserve; NULL = no limit) allows. An error

@@ -71,15 +71,6 @@ bool core_holds(struct core *c, const char *id)
 	return held;
 }
 
-static void core_count(struct core *c, bool failed)
-{
-	pthread_mutex_lock(&c->lock);
-	c->actions_total++;
-	if (failed)
-		c->action_errors_total++;
-	pthread_mutex_unlock(&c->lock);
-}
-
 /* set_screen_size changed the desktop's resolution: the computer reports it,
  * and a later start (or a restarted X server) comes back at it. */
 static void core_note_resolution(struct core *c, const char *id, const char *ws,
@@ -106,22 +97,40 @@ static void core_note_resolution(struct core *c, const char *id, const char *ws,
 	store_computer_clear(&sc);
 }
 
-/* How long an action may take in envd: bash and python carry their own
- * timeout_s (envd's default 60 s when absent), and get 30 s more to answer;
- * every other action has envd_limits' deadline (0). */
+/* How long an action may take in envd: bash, python and install_packages
+ * carry their own timeout_s (envd's defaults 60 s and 600 s when absent),
+ * and get 30 s more to answer; every other action has envd_limits'
+ * deadline (0). */
 static long core_action_deadline(const char *action, const char *body, size_t len)
 {
-	if (strcmp(action, "bash") != 0 && strcmp(action, "python") != 0)
+	bool install = strcmp(action, "install_packages") == 0;
+	if (strcmp(action, "bash") != 0 && strcmp(action, "python") != 0 && !install)
 		return 0;
 	json_t *j = json_loadb(body ? body : "", len, 0, NULL);
 	json_t *t = json_object_get(j, "timeout_s");
 	long s =
 	    json_is_integer(t) && json_integer_value(t) > 0 && json_integer_value(t) <= 7 * 86400
 		? (long)json_integer_value(t)
-		: 60;
+	    : install ? 600
+		      : 60;
 	json_decref(j);
 	long dflt = envd_get_limits().action_s;
 	return s + 30 > dflt ? s + 30 : dflt;
+}
+
+/* A failed action's error code for /metrics (static), or NULL: the transport's
+ * error, or the code of envd's error answer (parsed only when it is one). */
+static const char *core_action_err_code(int rc, const struct envd_reply *r, const struct err *e)
+{
+	if (rc < 0)
+		return err_code_name(e->code);
+	if (r->status < 400)
+		return NULL;
+	json_t *j = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+	const char *code = err_code_static(
+	    json_string_value(json_object_get(json_object_get(j, "error"), "code")), r->status);
+	json_decref(j);
+	return code;
 }
 
 int core_action(struct core *c, const char *id, const char *ws, const char *action,
@@ -144,19 +153,27 @@ int core_action(struct core *c, const char *id, const char *ws, const char *acti
 		if (q.timeout_ms <= 0)
 			q.timeout_ms = envd_get_limits().action_s;
 		q.timeout_ms = q.timeout_ms * 1000 + 5000; /* the holder's own deadline first */
+		int64_t t0 = clock_now_us();
 		int where = core_cluster_call(c, id, ws, &q, r, e);
-		if (where <= 0) {
-			core_count(c, where < 0 || r->status >= 500);
+		/* The holder counts (and records) what it runs; only a call that
+		 * reached no holder is counted here. */
+		if (where < 0)
+			core_stats_action(c, action, clock_now_us() - t0,
+					  core_action_err_code(-1, r, e));
+		if (where <= 0)
 			return where;
-		}
 	}
 	char address[320], token[80], kind[16];
 	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, kind,
 			    sizeof kind, e) < 0)
 		return -1;
+	int64_t t0 = clock_now_us();
 	int rc = envd_action(address, token, action, body, len,
 			     core_action_deadline(action, body, len), r, e);
-	core_count(c, rc < 0 || r->status >= 500);
+	core_stats_action(c, action, clock_now_us() - t0, core_action_err_code(rc, r, e));
+	core_recordings_note(c, id, action, body, len,
+			     rc < 0 ? err_http_status(e->code) : r->status, t0, clock_now_us(),
+			     rc < 0 ? NULL : r);
 	if (rc == 0 && r->status == 200 && strcmp(action, "set_screen_size") == 0)
 		core_note_resolution(c, id, ws, r);
 	return rc;

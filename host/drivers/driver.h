@@ -45,6 +45,11 @@ struct driver_computer {
 	 * restored from its snapshot keeps the policy of its cold boot, so one
 	 * whose policy changed boots cold). */
 	const struct guest_net_list *egress_allow, *egress_deny;
+	/* cubicled --guest-sizes off: a container shows the host's CPUs,
+	 * memory and uptime (its affinity, /proc files and time namespace are
+	 * left alone; container-boot.h, "boot_sizes"). A microVM shows its own
+	 * whatever this says. */
+	bool host_sizes;
 };
 
 struct driver_ops {
@@ -54,6 +59,11 @@ struct driver_ops {
 	/* What of a running computer can die under it, for the error a dead
 	 * computer gets ("its <processes> ended while it was running"). */
 	const char *processes;
+
+	/* Whether the core sets the guest up at each start (the operator's CA
+	 * certificates, pip index, npm registry: host/core/guest-setup.h): true
+	 * for cubicle's own computers, false for a machine you bring. */
+	bool guest_setup;
 
 	/* Whether this driver can run on this host; `why` says what is missing. */
 	bool (*available)(char *why, size_t len);
@@ -114,6 +124,8 @@ void drivers_probe(void);
 /* The driver named `name` (an isolation, in any case: "VM" is "vm"), or NULL
  * when none is registered. */
 const struct driver_ops *driver_find(const char *name);
+/* The registry's i-th driver, or NULL past the last (for /metrics). */
+const struct driver_ops *driver_at(size_t i);
 
 /* Why d cannot run here, or "" when it can (after drivers_probe). */
 const char *driver_why(const struct driver_ops *d);

@@ -193,6 +193,10 @@ void store_lite_close(struct store *s);
 int store_lite_prepare(struct store *s, struct store_stmt *st, struct err *e);
 int store_lite_step(struct store_stmt *st);
 int store_lite_error(struct store *s, const char *doing, struct err *e);
+/* Brings the schema from PRAGMA user_version up to the last of
+ * store_lite_migrations, one migration per transaction; refuses a database
+ * from a newer cubicled. */
+int store_lite_migrate(struct store *s, struct err *e);
 
 int store_pg_open(struct store *s, const char *uri, struct err *e);
 void store_pg_close(struct store *s);
@@ -207,7 +211,8 @@ int store_pg_listen(struct store *s, struct err *e);
 /* A statement's deadline (default 15 s; tests shorten it). */
 void store_pg_set_timeout(struct store *s, int ms);
 
-/* The schema (store-schema.c): migrations per back end, run by store.c. */
+/* The schema (store-schema.c): migrations per back end, run by store_open
+ * (store_lite_migrate; store.c's store_pg_migrate). */
 extern const char *const store_lite_migrations[];
 extern const int store_lite_schema_version;
 extern const char *const store_pg_migrations[];

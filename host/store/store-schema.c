@@ -149,7 +149,41 @@ const char *const store_lite_migrations[] = {
     " expires_ms INTEGER NOT NULL,"
     " used_ms INTEGER NOT NULL DEFAULT 0,"
     " computer TEXT NOT NULL DEFAULT '');",
-    /* 7: a cluster's state, shared with the PostgreSQL schema (its
+    /* 7: previews of a computer's ports (host/api/preview.h), kept across
+     * a restart: a port made public (public_since_ms..public_until_ms, 0 =
+     * not public), the revocation of its tokens (issued at or before
+     * revoked_ms) and its last token's issue time. Port 0 is every port
+     * and CDP (a stop, a delete). The row goes at expires_ms, when no
+     * token it knows of can still work. */
+    "CREATE TABLE previews ("
+    " computer TEXT NOT NULL,"
+    " port INTEGER NOT NULL,"
+    " public_since_ms INTEGER NOT NULL DEFAULT 0,"
+    " public_until_ms INTEGER NOT NULL DEFAULT 0,"
+    " revoked_ms INTEGER NOT NULL DEFAULT 0,"
+    " issued_ms INTEGER NOT NULL DEFAULT 0,"
+    " expires_ms INTEGER NOT NULL,"
+    " PRIMARY KEY (computer, port));",
+    /* 8: screen recordings (store-recordings.h); the files are on the
+     * workspace's session disk, sessions/<ws>/.recordings/<id>.*. */
+    "CREATE TABLE recordings ("
+    " id TEXT PRIMARY KEY,"
+    " computer TEXT NOT NULL,"
+    " workspace TEXT NOT NULL,"
+    " state TEXT NOT NULL,"
+    " keep INTEGER NOT NULL DEFAULT 0,"
+    " started_ms INTEGER NOT NULL,"
+    " stopped_ms INTEGER NOT NULL DEFAULT 0,"
+    " duration_ms INTEGER NOT NULL DEFAULT 0,"
+    " bytes INTEGER NOT NULL DEFAULT 0,"
+    " frames INTEGER NOT NULL DEFAULT 0,"
+    " actions INTEGER NOT NULL DEFAULT 0,"
+    " width INTEGER NOT NULL DEFAULT 0,"
+    " height INTEGER NOT NULL DEFAULT 0,"
+    " reason TEXT NOT NULL DEFAULT '',"
+    " error TEXT NOT NULL DEFAULT '');"
+    "CREATE INDEX recordings_computer ON recordings (computer);",
+    /* 9: a cluster's state, shared with the PostgreSQL schema (its
      * migration 1): where each computer lives and what it holds there,
      * the hosts, stream-token keys. */
     "ALTER TABLE computers ADD COLUMN host TEXT NOT NULL DEFAULT '';"
@@ -166,7 +200,7 @@ const int store_lite_schema_version =
     (int)(sizeof store_lite_migrations / sizeof store_lite_migrations[0]);
 
 const char *const store_pg_migrations[] = {
-    /* 1: everything of SQLite's migrations 1 to 7 (same tables, same
+    /* 1: everything of SQLite's migrations 1 to 9 (same tables, same
      * columns), and the NOTIFY triggers that keep every host's key table
      * and stream revocations current. */
     "CREATE TABLE workspaces ("
@@ -258,7 +292,36 @@ const char *const store_pg_migrations[] = {
     " created_ms BIGINT NOT NULL,"
     " expires_ms BIGINT NOT NULL,"
     " used_ms BIGINT NOT NULL DEFAULT 0,"
-    " computer TEXT NOT NULL DEFAULT '');" STORE_SCHEMA_HOSTS STORE_SCHEMA_STREAM_KEYS("BYTEA")
+    " computer TEXT NOT NULL DEFAULT '');"
+
+    "CREATE TABLE previews ("
+    " computer TEXT NOT NULL,"
+    " port BIGINT NOT NULL,"
+    " public_since_ms BIGINT NOT NULL DEFAULT 0,"
+    " public_until_ms BIGINT NOT NULL DEFAULT 0,"
+    " revoked_ms BIGINT NOT NULL DEFAULT 0,"
+    " issued_ms BIGINT NOT NULL DEFAULT 0,"
+    " expires_ms BIGINT NOT NULL,"
+    " PRIMARY KEY (computer, port));"
+
+    "CREATE TABLE recordings ("
+    " id TEXT PRIMARY KEY,"
+    " computer TEXT NOT NULL,"
+    " workspace TEXT NOT NULL,"
+    " state TEXT NOT NULL,"
+    " keep BIGINT NOT NULL DEFAULT 0,"
+    " started_ms BIGINT NOT NULL,"
+    " stopped_ms BIGINT NOT NULL DEFAULT 0,"
+    " duration_ms BIGINT NOT NULL DEFAULT 0,"
+    " bytes BIGINT NOT NULL DEFAULT 0,"
+    " frames BIGINT NOT NULL DEFAULT 0,"
+    " actions BIGINT NOT NULL DEFAULT 0,"
+    " width BIGINT NOT NULL DEFAULT 0,"
+    " height BIGINT NOT NULL DEFAULT 0,"
+    " reason TEXT NOT NULL DEFAULT '',"
+    " error TEXT NOT NULL DEFAULT '');"
+    "CREATE INDEX recordings_computer ON recordings (computer);" STORE_SCHEMA_HOSTS
+	STORE_SCHEMA_STREAM_KEYS("BYTEA")
 
     /* Who may authenticate changed (a key made, revoked, removed; not a
      * last use): every host's listener rebuilds its key table. */

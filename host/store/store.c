@@ -125,43 +125,6 @@ static int store_hosts_known_locked(struct store *s, struct err *e)
 	return step == STORE_ROW || step == STORE_DONE ? 0 : store_db_error(s, "reading hosts", e);
 }
 
-/* SQLite: brings the schema from PRAGMA user_version up to the last
- * migration, one migration per transaction. */
-static int store_lite_migrate(struct store *s, struct err *e)
-{
-	int version = -1;
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		version = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	if (version < 0)
-		return store_db_error(s, "reading the schema version", e);
-	if (version > store_lite_schema_version)
-		return err_set(e, ERR_INTERNAL,
-			       "database %s has schema version %d, newer than this cubicled "
-			       "knows (%d): run a newer cubicled or use another --state-dir",
-			       s->where, version, store_lite_schema_version);
-	for (; version < store_lite_schema_version; version++) {
-		char bump[64], doing[64];
-		snprintf(bump, sizeof bump, "PRAGMA user_version = %d", version + 1);
-		snprintf(doing, sizeof doing, "migrating the schema to version %d", version + 1);
-		if (store_begin(s, e))
-			return -1;
-		if (sqlite3_exec(s->db, store_lite_migrations[version], NULL, NULL, NULL) !=
-		    SQLITE_OK) {
-			store_db_error(s, doing, e);
-			store_rollback(s);
-			return -1;
-		}
-		if (store_exec(s, bump, e) || store_commit_tx(s, e)) {
-			store_rollback(s);
-			return -1;
-		}
-	}
-	return 0;
-}
-
 /* PostgreSQL: the same, in one transaction under an advisory lock, so
  * hosts that start together migrate once and never see half a schema. */
 static const char SQL_PG_VERSION[] = "SELECT version FROM cubicle_schema";

@@ -382,6 +382,28 @@ int store_stream_key_rotate(struct store *s, struct store_stream_key *out, struc
 /* Removes keys created before before_ms, never the newest. */
 int store_stream_key_retire(struct store *s, int64_t before_ms, struct err *e);
 
+/* ---- previews ------------------------------------------------------------- */
+
+/* A preview of one port of a computer (port 0: all of them, and CDP). */
+struct store_preview {
+	char computer[40];
+	int port;
+	int64_t public_since_ms, public_until_ms; /* public between these (0: not public) */
+	int64_t revoked_ms;			  /* tokens issued at or before are refused */
+	int64_t issued_ms;			  /* its last token's issue time */
+	int64_t expires_ms;			  /* the row goes then */
+};
+
+/*
+ * Records p: a public span replaces the stored one when p has one (or
+ * clears it when p->revoked_ms is later than its start), revoked_ms,
+ * issued_ms and expires_ms only grow.
+ */
+int store_preview_put(struct store *s, const struct store_preview *p, struct err *e);
+/* Prunes the rows expired at now_ms and calls fn for every other one. */
+int store_previews(struct store *s, int64_t now_ms,
+		   void (*fn)(void *ctx, const struct store_preview *p), void *ctx, struct err *e);
+
 /* ---- usage ledger --------------------------------------------------------- */
 
 /*
@@ -450,6 +472,17 @@ int store_size_multiplier(const char *size);
  */
 int store_usage_query(struct store *s, const char *workspace, int64_t from_ms, int64_t to_ms,
 		      const struct store_rates *rates, json_t **out, struct err *e);
+
+/*
+ * The ledger's seconds per workspace and rate state, all time (deleted
+ * computers included), for /metrics: fn(ctx, workspace, "running" or
+ * "stopped", seconds) for each, with the store's lock held (fn must not
+ * call the store).
+ */
+int store_usage_totals(struct store *s,
+		       void (*fn)(void *ctx, const char *ws, const char *rate_state,
+				  double seconds),
+		       void *ctx, struct err *e);
 
 /* ---- hosts: a cluster's members, capacity, placement, fencing ------------------- */
 

@@ -192,6 +192,36 @@ int store_usage_tick(struct store *s, int64_t now_ms, struct err *e)
 	return n < 0 ? -1 : n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
+static const char SQL_TOTALS[] = "SELECT workspace, rate_state, SUM(end_ms - start_ms)"
+				 " FROM usage_segments GROUP BY workspace, rate_state"
+				 " ORDER BY workspace, rate_state";
+
+int store_usage_totals(struct store *s,
+		       void (*fn)(void *ctx, const char *ws, const char *rate_state,
+				  double seconds),
+		       void *ctx, struct err *e)
+{
+	int rc = -1;
+	store_lock(s);
+	struct store_stmt *st = store_stmt(s, SQL_TOTALS, e);
+	if (st) {
+		int step;
+		while ((step = store_step(st)) == STORE_ROW) {
+			char ws[64], state[16];
+			store_col_text(st, 0, ws, sizeof ws);
+			store_col_text(st, 1, state, sizeof state);
+			fn(ctx, ws, state, (double)store_col_int64(st, 2) / 1e3);
+		}
+		if (step == STORE_DONE)
+			rc = 0;
+		else
+			store_db_error(s, "summing the usage ledger", e);
+	}
+	store_stmt_done(st);
+	store_unlock(s);
+	return rc;
+}
+
 static const char SQL_LAST_END[] = "SELECT MAX(end_ms) FROM usage_segments WHERE computer = ?1";
 
 int store_usage_last_end(struct store *s, const char *computer, int64_t *end_ms, struct err *e)

@@ -10,6 +10,7 @@
  *   computers.c  create, ls, get, stop, start, rm, stream, usage
  *   actions.c    every envd action as a command, from one table
  *   files.c      cp to and from a computer, streamed
+ *   recordings.c record start|stop|ls|get|actions|rm
  */
 #ifndef CUBICLE_CLI_H
 #define CUBICLE_CLI_H
@@ -134,9 +135,12 @@ int cmd_stop(struct cli *cli, struct args *a);
 int cmd_start(struct cli *cli, struct args *a);
 int cmd_rm(struct cli *cli, struct args *a);
 int cmd_stream(struct cli *cli, struct args *a);
+int cmd_preview(struct cli *cli, struct args *a);
+int cmd_cdp(struct cli *cli, struct args *a);
 int cmd_usage(struct cli *cli, struct args *a);
 int cmd_run(struct cli *cli, struct args *a); /* run.c */
 int cmd_cp(struct cli *cli, struct args *a);
+int cmd_record(struct cli *cli, struct args *a); /* recordings.c */
 int cmd_action_generic(struct cli *cli, struct args *a);
 
 /* ---- actions.c: the action commands, generated from one table ---- */

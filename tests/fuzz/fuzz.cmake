@@ -28,15 +28,16 @@ set(FUZZ_INC -I${CMAKE_SOURCE_DIR}/wire -I${CMAKE_SOURCE_DIR}/host/api
 	-I${CMAKE_SOURCE_DIR}/host/cluster
 	-I${CMAKE_SOURCE_DIR}/envd -I${CMAKE_SOURCE_DIR}/envd/x11 -I${CMAKE_SOURCE_DIR}/envd/proc
 	-I${CMAKE_SOURCE_DIR}/envd/session -I${CMAKE_SOURCE_DIR}/envd/vnc
+	-I${CMAKE_SOURCE_DIR}/envd/guest
 	-I${CMAKE_BINARY_DIR}/envd -I${CMAKE_BINARY_DIR}/host -I${FUZZ_DIR})
-set(WIRE_SRC err.c params.c base64.c token.c ident.c utf8.c clock.c)
+set(WIRE_SRC err.c params.c base64.c token.c ident.c utf8.c clock.c metrics.c log.c)
 list(TRANSFORM WIRE_SRC PREPEND ${CMAKE_SOURCE_DIR}/wire/)
 set(FUZZ_HARNESSES "")
 
 # cubicle_fuzzer(NAME SOURCES... [LIBS pkg-config modules...] [DEPENDS targets...]
-#                [INCLUDED files the harness #includes])
+#                [INCLUDED files the harness #includes] [FLAGS more clang flags])
 function(cubicle_fuzzer name)
-	cmake_parse_arguments(F "" "" "SOURCES;LIBS;DEPENDS;INCLUDED" ${ARGN})
+	cmake_parse_arguments(F "" "" "SOURCES;LIBS;DEPENDS;INCLUDED;FLAGS" ${ARGN})
 	set(out ${CMAKE_BINARY_DIR}/tests/fuzz_${name})
 	set(libs "")
 	foreach(m ${F_LIBS})
@@ -47,7 +48,7 @@ function(cubicle_fuzzer name)
 	endforeach()
 	add_custom_command(OUTPUT ${out}
 		COMMAND ${CUBICLE_CLANG} ${FUZZ_FLAGS} ${FUZZ_INC} ${FUZZ_DIR}/fuzz_${name}.c
-			${F_SOURCES} ${libs} -lpthread -lm -o ${out}
+			${F_SOURCES} ${libs} ${F_FLAGS} -lpthread -lm -o ${out}
 		DEPENDS ${FUZZ_DIR}/fuzz_${name}.c ${F_SOURCES} ${F_INCLUDED} ${FUZZ_HEADERS} ${F_DEPENDS}
 		COMMENT "libFuzzer harness fuzz_${name} (clang)" VERBATIM)
 	add_custom_target(fuzz_${name} ALL DEPENDS ${out})
@@ -75,14 +76,18 @@ cubicle_fuzzer(codec SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
 cubicle_fuzzer(params SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
 cubicle_fuzzer(keys SOURCES ${WIRE_SRC} ${ENVD}/x11/keys.c LIBS jansson libcrypto x11
 	DEPENDS desk)
-cubicle_fuzzer(desktop_entry SOURCES ${WIRE_SRC} INCLUDED ${ENVD}/proc/launch.c
-	LIBS jansson libcrypto)
+cubicle_fuzzer(desktop_entry SOURCES ${WIRE_SRC} ${ENVD}/proc/userenv.c
+	INCLUDED ${ENVD}/proc/launch.c LIBS jansson libcrypto)
 cubicle_fuzzer(envd_reply SOURCES ${WIRE_SRC} INCLUDED ${CMAKE_SOURCE_DIR}/wire/httpc.c
 	LIBS jansson libcrypto libcurl)
 # envd's actions with the X and process layers faked (in the harness).
 file(GLOB ACTIONS_SRC CONFIGURE_DEPENDS ${ENVD}/actions/*.c)
 cubicle_fuzzer(envd_actions SOURCES ${WIRE_SRC} ${ENVD}/action.c ${ACTIONS_SRC}
-	${CMAKE_BINARY_DIR}/envd/actions-gen.c LIBS jansson libcrypto glib-2.0 atspi-2 DEPENDS envd)
+	${ENVD}/guest/pkg-policy.c ${CMAKE_BINARY_DIR}/envd/actions-gen.c LIBS jansson libcrypto glib-2.0 atspi-2 DEPENDS envd)
+
+# The package helper's command lines and the size files' texts (envd/guest/).
+cubicle_fuzzer(pkg SOURCES ${WIRE_SRC} ${ENVD}/guest/pkg-policy.c ${ENVD}/guest/procview-text.c
+	LIBS jansson libcrypto)
 
 file(GLOB STORE_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/host/store/*.c)
 cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner.c ${STORE_SRC}
@@ -91,21 +96,34 @@ cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner
 # cubicled's API in process (apihost.h): the real router, handlers, MCP,
 # computer-use and stream code, the real store, the fake core (fakecore.c).
 set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/routes.c
+	${API}/metrics.c
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
-	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/stream.c
-	${API}/rfbfilter.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
-	${CMAKE_SOURCE_DIR}/host/cluster/nodeauth.c
-	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c ${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c)
-# api.c is included by apihost.h (its router and handlers are static).
+	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/computeruse-envd.c
+	${API}/stream.c ${API}/recordings.c ${API}/rfbfilter.c ${API}/preview.c ${STORE_SRC}
+	${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c ${CMAKE_SOURCE_DIR}/host/cluster/nodeauth.c ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c
+	${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c ${CMAKE_SOURCE_DIR}/wire/httpd-relay.c
+	${CMAKE_SOURCE_DIR}/wire/httpreq.c)
+# api.c is included by apihost.h (its router and handlers are static). Their
+# sleeps (computer-use waits) are pretend: fakecore.c's __wrap_clock_sleep_ms.
 foreach(h api mcp computeruse)
 	cubicle_fuzzer(${h} SOURCES ${API_HOST_SRC} INCLUDED ${API}/api.c
-		LIBS jansson libcrypto sqlite3 libpq libwebsockets DEPENDS cubicled)
+		LIBS jansson libcrypto sqlite3 libpq libwebsockets DEPENDS cubicled
+		FLAGS -Wl,--wrap=clock_sleep_ms)
 endforeach()
 
-# Template recipes (issue: templates) and connect credentials (issue: BYO
-# machines) are being written: their harnesses go here, as
-# cubicle_fuzzer(recipe ...) and cubicle_fuzzer(connect ...), with seeds in
-# corpus/recipe and corpus/connect (tests/fuzz/README.md, "Slots").
+# The link of a machine you bring (wire/mux.c), from either side.
+cubicle_fuzzer(mux SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/mux.c LIBS jansson libcrypto)
+
+# The preview listener: request heads and streams (wire/httpreq.c) and the
+# relay router (host/api/preview.c), with the fake core.
+cubicle_fuzzer(httpreq SOURCES ${FUZZ_DIR}/fakecore.c ${API}/preview.c ${WIRE_SRC}
+	${CMAKE_SOURCE_DIR}/wire/httpreq.c ${CMAKE_SOURCE_DIR}/wire/httpd.c
+	${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c ${CMAKE_SOURCE_DIR}/wire/httpd-relay.c
+	LIBS jansson libcrypto libwebsockets DEPENDS cubicled)
+
+# Template recipes (issue: templates) are being written: their harness goes
+# here, as cubicle_fuzzer(recipe ...), with seeds in corpus/recipe
+# (tests/fuzz/README.md, "Slots").
 
 # `make fuzz` (tests/fuzz/run) reads the list of harnesses from here.
 file(WRITE ${CMAKE_BINARY_DIR}/tests/fuzz-harnesses.txt "")

@@ -24,7 +24,8 @@
 #include <unistd.h>
 
 #include "store-fixture.h"
-#include "store-internal.h" /* store_lock: to hold the store busy */
+#include "store-internal.h" /* store_lock: to hold the store busy; the migrations */
+#include "store-recordings.h"
 #include "store.h"
 
 /* store-cluster.c's cases, on the current pass's back end. */
@@ -1511,6 +1512,394 @@ static void test_stream_revocations(void **state)
 	json_decref(got);
 }
 
+static void collect_preview(void *ctx, const struct store_preview *p)
+{
+	struct store_preview *out = ctx;
+	for (int i = 0; i < 4; i++) {
+		if (!out[i].computer[0]) {
+			out[i] = *p;
+			return;
+		}
+	}
+}
+
+/* Previews: a public span, a revocation that ends it, values that only
+ * grow, a reopen, and pruning once expired. */
+static void test_previews(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_preview p = {.computer = "c-1",
+				  .port = 3000,
+				  .public_since_ms = 100,
+				  .public_until_ms = 9000,
+				  .issued_ms = 100,
+				  .expires_ms = 9000};
+	assert_int_equal(store_preview_put(f->s, &p, &e), 0);
+	/* A later token: issued and expiry grow, the public span stays. */
+	struct store_preview later = {
+	    .computer = "c-1", .port = 3000, .issued_ms = 200, .expires_ms = 8000};
+	assert_int_equal(store_preview_put(f->s, &later, &e), 0);
+	/* Port 0 (a stop) of c-1, and c-2's port revoked. */
+	struct store_preview stop = {
+	    .computer = "c-1", .port = 0, .revoked_ms = 300, .expires_ms = 20000};
+	assert_int_equal(store_preview_put(f->s, &stop, &e), 0);
+	struct store_preview rev = {.computer = "c-2",
+				    .port = 80,
+				    .public_since_ms = 50,
+				    .public_until_ms = 9000,
+				    .expires_ms = 9000};
+	assert_int_equal(store_preview_put(f->s, &rev, &e), 0);
+	struct store_preview rev2 = {
+	    .computer = "c-2", .port = 80, .revoked_ms = 400, .expires_ms = 5000};
+	assert_int_equal(store_preview_put(f->s, &rev2, &e), 0);
+	fixture_reopen(f);
+	struct store_preview got[4];
+	memset(got, 0, sizeof got);
+	assert_int_equal(store_previews(f->s, 1000, collect_preview, got, &e), 0);
+	int seen = 0;
+	for (int i = 0; i < 4 && got[i].computer[0]; i++, seen++) {
+		if (strcmp(got[i].computer, "c-1") == 0 && got[i].port == 3000) {
+			assert_int_equal(got[i].public_since_ms, 100);
+			assert_int_equal(got[i].public_until_ms, 9000);
+			assert_int_equal(got[i].issued_ms, 200);
+			assert_int_equal(got[i].expires_ms, 9000);
+		} else if (strcmp(got[i].computer, "c-1") == 0) {
+			assert_int_equal(got[i].port, 0);
+			assert_int_equal(got[i].revoked_ms, 300);
+		} else {
+			/* The revocation ended the public span; expiry never shrinks. */
+			assert_int_equal(got[i].public_until_ms, 0);
+			assert_int_equal(got[i].revoked_ms, 400);
+			assert_int_equal(got[i].expires_ms, 9000);
+		}
+	}
+	assert_int_equal(seen, 3);
+	memset(got, 0, sizeof got);
+	assert_int_equal(store_previews(f->s, 10000, collect_preview, got, &e), 0);
+	assert_string_equal(got[0].computer, "c-1"); /* only the stop's row is left */
+	assert_int_equal(got[0].port, 0);
+	assert_int_equal(got[1].computer[0], 0);
+	struct store_preview bad = {.computer = "", .port = 1};
+	assert_int_equal(store_preview_put(f->s, &bad, &e), -1);
+}
+
+/* Recordings: the filters of find, get as a workspace sees it, what an
+ * update writes and what it keeps, the retention rule, delete. */
+static void test_recordings(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_recording a = {.id = "rec-a",
+				    .computer = "c-1",
+				    .workspace = "w-1",
+				    .state = "recording",
+				    .started_ms = 1000};
+	struct store_recording b = {.id = "rec-b",
+				    .computer = "c-2",
+				    .workspace = "w-1",
+				    .state = "stopped",
+				    .keep = true,
+				    .started_ms = 2000,
+				    .stopped_ms = 5000,
+				    .duration_ms = 3000,
+				    .bytes = 5000000000ULL, /* past 32 bits */
+				    .frames = 42,
+				    .actions = 7,
+				    .width = 1280,
+				    .height = 800,
+				    .reason = "stopped"};
+	struct store_recording c = {.id = "rec-c",
+				    .computer = "c-3",
+				    .workspace = "w-2",
+				    .state = "failed",
+				    .started_ms = 3000,
+				    .stopped_ms = 3500,
+				    .reason = "error",
+				    .error = "the recorder's 'screen' was 0x0"};
+	assert_int_equal(store_recording_insert(f->s, &a, &e), 0);
+	assert_int_equal(store_recording_insert(f->s, &b, &e), 0);
+	assert_int_equal(store_recording_insert(f->s, &c, &e), 0);
+	assert_int_equal(store_recording_insert(f->s, &a, &e), -1); /* its id is taken */
+	fixture_reopen(f);
+
+	struct store_recording *all;
+	size_t n;
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 3); /* oldest first */
+	assert_string_equal(all[0].id, "rec-a");
+	assert_string_equal(all[1].id, "rec-b");
+	assert_string_equal(all[2].id, "rec-c");
+	assert_string_equal(all[2].error, c.error);
+	assert_false(all[2].keep);
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, "c-2", NULL, NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(all[0].id, "rec-b");
+	assert_string_equal(all[0].workspace, "w-1");
+	assert_string_equal(all[0].state, "stopped");
+	assert_true(all[0].keep);
+	assert_int_equal(all[0].started_ms, 2000);
+	assert_int_equal(all[0].stopped_ms, 5000);
+	assert_int_equal(all[0].duration_ms, 3000);
+	assert_int_equal(all[0].bytes, 5000000000ULL);
+	assert_int_equal(all[0].frames, 42);
+	assert_int_equal(all[0].actions, 7);
+	assert_int_equal(all[0].width, 1280);
+	assert_int_equal(all[0].height, 800);
+	assert_string_equal(all[0].reason, "stopped");
+	assert_string_equal(all[0].error, "");
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, NULL, "w-1", NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 2);
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, "recording", 0, &all, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(all[0].id, "rec-a");
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, "c-1", "w-2", NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 0);
+	free(all);
+	/* Retention: kept, ended, and stopped before the cut (strictly). */
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, NULL, 6000, &all, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(all[0].id, "rec-b");
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, NULL, 5000, &all, &n, &e), 0);
+	assert_int_equal(n, 0);
+	free(all);
+
+	/* get: only as its computer and workspace. */
+	struct store_recording g;
+	assert_int_equal(store_recording_get(f->s, "rec-b", "c-2", "w-1", &g, &e), 0);
+	assert_int_equal(g.bytes, 5000000000ULL);
+	assert_int_equal(store_recording_get(f->s, "rec-b", NULL, NULL, &g, &e), 0);
+	assert_int_equal(store_recording_get(f->s, "rec-b", "c-2", "w-2", &g, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_recording_get(f->s, "rec-b", "c-1", "w-1", &g, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+
+	/* update: every field but id, computer, workspace and started_ms. */
+	struct store_recording u = a;
+	snprintf(u.workspace, sizeof u.workspace, "w-2");
+	u.started_ms = 1;
+	snprintf(u.state, sizeof u.state, "stopped");
+	u.keep = true;
+	u.stopped_ms = 9000;
+	u.duration_ms = 8000;
+	u.frames = 3;
+	u.width = 640;
+	u.height = 480;
+	snprintf(u.reason, sizeof u.reason, "max_duration");
+	assert_int_equal(store_recording_update(f->s, &u, &e), 0);
+	assert_int_equal(store_recording_get(f->s, "rec-a", "c-1", "w-1", &g, &e), 0);
+	assert_int_equal(g.started_ms, 1000);
+	assert_string_equal(g.state, "stopped");
+	assert_true(g.keep);
+	assert_int_equal(g.stopped_ms, 9000);
+	assert_int_equal(g.frames, 3);
+	assert_int_equal(g.width, 640);
+	assert_string_equal(g.reason, "max_duration");
+
+	json_t *j = store_recording_json(&b);
+	assert_non_null(j);
+	assert_int_equal(json_integer_value(json_object_get(j, "bytes")), 5000000000LL);
+	assert_int_equal(json_integer_value(json_object_get(j, "stopped_at")), 5000);
+	assert_string_equal(json_string_value(json_object_get(j, "reason")), "stopped");
+	assert_null(json_object_get(j, "error"));
+	json_decref(j);
+
+	assert_int_equal(store_recording_delete(f->s, "rec-b", &e), 0);
+	assert_int_equal(store_recording_get(f->s, "rec-b", NULL, NULL, &g, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 2);
+	free(all);
+}
+
+struct usage_total {
+	char ws[40], state[16];
+	double seconds;
+};
+
+static void collect_total(void *ctx, const char *ws, const char *rate_state, double seconds)
+{
+	struct usage_total *out = ctx;
+	for (int i = 0; i < 4; i++) {
+		if (!out[i].ws[0]) {
+			snprintf(out[i].ws, sizeof out[i].ws, "%s", ws);
+			snprintf(out[i].state, sizeof out[i].state, "%s", rate_state);
+			out[i].seconds = seconds;
+			return;
+		}
+	}
+	fail_msg("more than 4 totals");
+}
+
+/* The ledger's totals per workspace and rate state (/metrics), deleted
+ * computers' included. */
+static void test_usage_totals(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w1, w2;
+	make_workspace(f->s, "acme", &w1);
+	make_workspace(f->s, "globex", &w2);
+	struct store_computer a, b, c;
+	make_computer(f->s, w1.id, "sandbox", "md", "running", &a);
+	make_computer(f->s, w1.id, "sandbox", "md", "running", &b);
+	make_computer(f->s, w2.id, "desktop", "small", "running", &c);
+	const int64_t t0 = 1700000000000LL;
+	assert_int_equal(store_usage_switch(f->s, a.id, w1.id, "md", "running", t0, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, a.id, w1.id, "md", "stopped", t0 + 1500, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, a.id, NULL, NULL, NULL, t0 + 2000, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, b.id, w1.id, "md", "running", t0, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, b.id, NULL, NULL, NULL, t0 + 250, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, c.id, w2.id, "small", "running", t0, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 4000, &e), 1); /* c's segment is open */
+
+	struct usage_total got[4];
+	memset(got, 0, sizeof got);
+	assert_int_equal(store_usage_totals(f->s, collect_total, got, &e), 0);
+	int seen = 0;
+	for (int i = 0; i < 4 && got[i].ws[0]; i++, seen++) {
+		if (strcmp(got[i].ws, w1.id) == 0 && strcmp(got[i].state, "running") == 0)
+			assert_true(got[i].seconds == 1.75);
+		else if (strcmp(got[i].ws, w1.id) == 0 && strcmp(got[i].state, "stopped") == 0)
+			assert_true(got[i].seconds == 0.5);
+		else if (strcmp(got[i].ws, w2.id) == 0 && strcmp(got[i].state, "running") == 0)
+			assert_true(got[i].seconds == 4.0);
+		else
+			fail_msg("an unexpected total: %s %s", got[i].ws, got[i].state);
+	}
+	assert_int_equal(seen, 3);
+	store_computer_clear(&a);
+	store_computer_clear(&b);
+	store_computer_clear(&c);
+}
+
+/* ---- upgrades ------------------------------------------------------------ */
+
+/* A SQLite database as cubicled made it before the store had hosts (main's
+ * versions 6 and 8: previews are 7 and recordings 8, the cluster's columns
+ * and tables 9), with rows in it, upgrades in place and keeps them. */
+static void test_upgrade_from_older_sqlite(void **state)
+{
+	struct fixture *f = *state;
+	if (f->pg)
+		skip(); /* PostgreSQL's schema starts at today's */
+	/* The numbers databases in the field have. */
+	assert_true(store_lite_schema_version >= 9);
+	assert_ptr_equal(strstr(store_lite_migrations[6], "CREATE TABLE previews"),
+			 store_lite_migrations[6]);
+	assert_ptr_equal(strstr(store_lite_migrations[7], "CREATE TABLE recordings"),
+			 store_lite_migrations[7]);
+	static const int from[] = {6, 8};
+	for (size_t k = 0; k < sizeof from / sizeof from[0]; k++) {
+		const int v = from[k];
+		store_close(f->s);
+		f->s = NULL;
+		static const char *const suffix[] = {"", "-wal", "-shm"};
+		for (int i = 0; i < 3; i++) {
+			char p[600];
+			snprintf(p, sizeof p, "%s%s", f->where, suffix[i]);
+			unlink(p);
+		}
+		assert_int_equal(fixture_sql(f, "PRAGMA journal_mode = WAL"), 0);
+		for (int i = 0; i < v; i++)
+			assert_int_equal(fixture_sql(f, store_lite_migrations[i]), 0);
+		char sql[64];
+		snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v);
+		assert_int_equal(fixture_sql(f, sql), 0);
+		assert_int_equal(
+		    fixture_sql(f, "INSERT INTO workspaces (id, name, created_ms)"
+				   " VALUES ('ws-old', 'old', 1);"
+				   "INSERT INTO computers (id, workspace, kind, size, isolation,"
+				   " state, created_ms, updated_ms) VALUES ('c-old', 'ws-old',"
+				   " 'desktop', 'small', 'container', 'running', 1, 1);"
+				   "INSERT INTO usage_segments (computer, workspace, size,"
+				   " rate_state, start_ms, end_ms) VALUES ('c-old', 'ws-old',"
+				   " 'small', 'running', 1000, 4000)"),
+		    0);
+		if (v >= 7)
+			assert_int_equal(
+			    fixture_sql(f, "INSERT INTO previews (computer, port, public_since_ms,"
+					   " public_until_ms, expires_ms) VALUES ('c-old', 3000,"
+					   " 10, 4000000000000, 4000000000000)"),
+			    0);
+		if (v >= 8)
+			assert_int_equal(
+			    fixture_sql(f,
+					"INSERT INTO recordings (id, computer, workspace,"
+					" state, keep, started_ms, stopped_ms) VALUES"
+					" ('rec-old', 'c-old', 'ws-old', 'stopped', 1, 100, 200)"),
+			    0);
+
+		struct err e = {0};
+		f->s = store_open(f->where, &e);
+		if (!f->s)
+			fail_msg("upgrading from version %d: %s", v, e.message);
+		assert_int_equal(fixture_sql_int(f, "PRAGMA user_version"),
+				 store_lite_schema_version);
+		assert_int_equal(fixture_sql_int(f, "SELECT COUNT(*) FROM sqlite_master WHERE name"
+						    " IN ('previews', 'recordings', 'hosts',"
+						    " 'stream_keys', 'computers_host')"),
+				 5);
+		/* What was there is there, the cluster's columns empty. */
+		struct store_computer g;
+		assert_int_equal(store_computer_get(f->s, "c-old", "ws-old", &g, &e), 0);
+		assert_int_equal(g.state, COMPUTER_RUNNING);
+		assert_string_equal(g.host, "");
+		assert_int_equal(g.epoch, 0);
+		assert_int_equal(g.reserved.mem_mb, 0);
+		store_computer_clear(&g);
+		struct store_open_segment *segs;
+		size_t n;
+		assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
+		assert_int_equal(n, 1);
+		assert_int_equal(segs[0].end_ms, 4000);
+		free(segs);
+		struct store_preview got[4];
+		memset(got, 0, sizeof got);
+		assert_int_equal(store_previews(f->s, 1000, collect_preview, got, &e), 0);
+		if (v >= 7) {
+			assert_string_equal(got[0].computer, "c-old");
+			assert_int_equal(got[0].public_until_ms, 4000000000000LL);
+		} else {
+			assert_int_equal(got[0].computer[0], 0);
+		}
+		struct store_recording r;
+		if (v >= 8) {
+			assert_int_equal(
+			    store_recording_get(f->s, "rec-old", "c-old", "ws-old", &r, &e), 0);
+			assert_true(r.keep);
+			assert_int_equal(r.stopped_ms, 200);
+		}
+		struct store_host *hosts;
+		assert_int_equal(store_host_list(f->s, &hosts, &n, &e), 0);
+		assert_int_equal(n, 0);
+		free(hosts);
+
+		/* And everything writes. */
+		struct store_computer c;
+		make_computer(f->s, "ws-old", "sandbox", "md", "running", &c);
+		assert_int_equal(
+		    store_usage_switch(f->s, c.id, "ws-old", "md", "running", 5000, &e), 0);
+		assert_int_equal(store_usage_tick(f->s, 6000, &e), 2);
+		store_computer_clear(&c);
+		struct store_preview p = {.computer = "c-new", .port = 80, .expires_ms = 9000};
+		assert_int_equal(store_preview_put(f->s, &p, &e), 0);
+		struct store_recording nr = {.id = "rec-new",
+					     .computer = "c-old",
+					     .workspace = "ws-old",
+					     .state = "recording",
+					     .started_ms = 7000};
+		assert_int_equal(store_recording_insert(f->s, &nr, &e), 0);
+		assert_int_equal(store_recording_get(f->s, "rec-new", "c-old", "ws-old", &r, &e),
+				 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1521,6 +1910,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_key_admin, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_revocations, fixture_setup,
 					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_previews, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_recordings, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_usage_totals, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_key_lookup_never_waits, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test(test_computer_state_names),
@@ -1551,6 +1943,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_commit_stopped_limit, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, fixture_setup,
+					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_upgrade_from_older_sqlite, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_threads, fixture_setup, fixture_teardown),
 	};
