@@ -288,9 +288,11 @@ static char *main_admin_key(const char *state_dir)
  * --config FILE: the file's flags go before the command line's (which win,
  * being parsed later). One "name = value" (or "name value", or a bare
  * "name") a line, the name a long flag without its dashes; '#' starts a
- * comment. *argv_out is malloc'd (its strings too, leaked with it: they
- * live as long as the process).
+ * comment. *argv_out is malloc'd (its strings too: they live as long as
+ * the process, kept in main_config_argv so LeakSanitizer sees them held).
  */
+static char **main_config_argv;
+
 static int main_config_file(int argc, char **argv, int *argc_out, char ***argv_out)
 {
 	const char *path = NULL;
@@ -373,6 +375,7 @@ static int main_config_file(int argc, char **argv, int *argc_out, char ***argv_o
 	out[n] = NULL;
 	*argc_out = (int)n;
 	*argv_out = out;
+	main_config_argv = out;
 	return 0;
 }
 

@@ -591,6 +591,19 @@ class Lab:
         for n in self.nodes:
             n.stop()
             unmount_sessions(n.state)
+        # A sanitizer build's report (CUBICLE_BUILD=build-asan) fails the
+        # lab: cubicled keeps running after UBSan's, and LeakSanitizer's
+        # comes at exit, after every assertion.
+        reports = []
+        for n in self.nodes:
+            if n.proc and os.path.exists(n.proc.log_path):
+                with open(n.proc.log_path, "rb") as f:
+                    text = f.read().decode("utf-8", "replace")
+                for mark in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                             "runtime error:"):
+                    i = text.find(mark)
+                    if i >= 0:
+                        reports.append("%s: %s" % (n.name, text[max(0, i - 200):i + 2000]))
         if self.pg:
             self.pg.__exit__()
         if self.etcd:
@@ -601,3 +614,6 @@ class Lab:
             print("lab: kept %s" % self.tmp, file=sys.stderr)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+        if reports:
+            raise AssertionError("sanitizer reports in cubicled's logs:\n" +
+                                 "\n".join(reports))
