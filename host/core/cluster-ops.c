@@ -391,3 +391,23 @@ int core_cluster_drain(struct core *c, const char *host, const char *mode, json_
 	*out = json_pack("{s:o, s:o}", "host", hj ? hj : store_host_json(&h), "moved", moved);
 	return 0;
 }
+
+/* ---- what is served by the holder only --------------------------------------------------- */
+
+int core_cluster_here_only(struct core *c, const char *id, const char *ws, const char *what,
+			   struct err *e)
+{
+	char address[256];
+	int where = core_cluster_holder(c, id, ws, address, sizeof address, e);
+	if (where <= 0)
+		return where;
+	struct store_computer sc = {0};
+	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
+		return -1;
+	int rc = err_set(e, ERR_CONFLICT,
+			 "computer %s is on host %s: its %s are served by that host only (a "
+			 "cluster does not forward them yet); call that host's API",
+			 id, sc.host[0] ? sc.host : "(another)", what);
+	store_computer_clear(&sc);
+	return rc;
+}

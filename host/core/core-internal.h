@@ -244,6 +244,12 @@ int core_cluster_launch(struct core *c, struct store_computer *sc, json_t **out,
 /* core_boot_placed's work (core.h). */
 int core_cluster_boot(struct core *c, const char *id, json_t **out, struct err *e);
 
+/* For what is not forwarded yet (recordings, previews, CDP): 0 when this
+ * host serves computer id (it holds it, or nobody does), else -1 with e:
+ * ERR_CONFLICT naming the host that holds it (what: "recordings"...). */
+int core_cluster_here_only(struct core *c, const char *id, const char *ws, const char *what,
+			   struct err *e);
+
 /* The cluster's side of GET /v1/hosts, drain and recreate. */
 int core_cluster_hosts(struct core *c, json_t **out, struct err *e);
 int core_cluster_drain(struct core *c, const char *host, const char *mode, json_t **out,

@@ -170,6 +170,21 @@ class Cluster(unittest.TestCase):
         self.assertEqual(c["state"], "deleted")
         self.assert_ledger_sound(cid)
 
+    def test_01a_holder_only_routes_say_so(self):
+        # Recordings, previews and CDP are not forwarded yet: through another
+        # host they answer 409 naming the holder, and the holder serves them.
+        n1, n2, _ = L.nodes
+        cid = self.create(n1, host="n2", size="xs")["id"]
+        for method, path in (("POST", "/recordings"), ("GET", "/recordings"),
+                             ("GET", "/previews"), ("POST", "/cdp")):
+            r = n1.req(method, "/v1/computers/" + cid + path, {} if method == "POST" else None,
+                       key=self.key)
+            self.assertEqual(r.status, 409, (path, r.body))
+            self.assertIn("on host n2", r.json["error"]["message"])
+        self.assertEqual(n2.ok("GET", "/v1/computers/%s/previews" % cid, key=self.key)
+                         .get("previews"), [])
+        n1.ok("DELETE", "/v1/computers/" + cid, key=self.key)
+
     def test_02_mcp_through_every_node(self):
         c = self.create(L.nodes[0], host="n1")
         for n in L.nodes:
