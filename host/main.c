@@ -49,6 +49,10 @@ static void main_usage(FILE *to)
 	      "  --listen HOST:PORT        where to serve the API (default 127.0.0.1:8080;\n"
 	      "                            port 0 = any free port)\n"
 	      "  --state-dir DIR           the database, computers' disks, sessions, keys\n"
+	      "  --database URI            a shared PostgreSQL database (postgresql://...)\n"
+	      "                            instead of DIR/cubicle.db (host/store/README.md);\n"
+	      "                            or $CUBICLE_DATABASE, which keeps a password out\n"
+	      "                            of ps\n"
 	      "  --images DIR              built guest images (default: ../images beside the\n"
 	      "                            binary, i.e. build/images)\n"
 	      "  --unit-rate NANODOLLARS   per second for an xs sandbox (default 15000)\n"
@@ -207,6 +211,36 @@ static char *main_state_secret(const char *state_dir, const char *name, const ch
 	return strdup(buf);
 }
 
+/* $CUBICLE_DATABASE (malloc'd, wiped from the environment), else NULL: the
+ * flag's or the state dir's database. A password on the command line is
+ * readable by every local user (ps): say so. */
+static bool main_uri_has_password(const char *uri)
+{
+	if (strstr(uri, "password="))
+		return true;
+	const char *auth = strstr(uri, "://");
+	if (!auth)
+		return false;
+	auth += 3;
+	size_t n = strcspn(auth, "/?");
+	const char *at = memchr(auth, '@', n);
+	return at && memchr(auth, ':', (size_t)(at - auth));
+}
+
+static char *main_database(const char *flag)
+{
+	const char *env = getenv("CUBICLE_DATABASE");
+	if (flag && main_uri_has_password(flag))
+		fprintf(stderr, "cubicled: --database has a password in it, which every local "
+				"user can read (ps): use $CUBICLE_DATABASE or a .pgpass file\n");
+	if (!env || !*env)
+		return NULL;
+	char *v = strdup(env);
+	explicit_bzero((char *)env, strlen(env));
+	unsetenv("CUBICLE_DATABASE");
+	return v;
+}
+
 /* $CUBICLE_ADMIN_KEY, or the state dir's admin.key, created on first run. */
 static char *main_admin_key(const char *state_dir)
 {
@@ -231,7 +265,7 @@ static char *main_admin_key(const char *state_dir)
 int main(int argc, char **argv)
 {
 	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL,
-		   *preview_listen = NULL;
+		   *preview_listen = NULL, *database = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct runner_config rc = {0};
@@ -262,6 +296,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"state-dir", required_argument, NULL, 's'},
+	    {"database", required_argument, NULL, 0x300},
 	    {"images", required_argument, NULL, 'i'},
 	    {"unit-rate", required_argument, NULL, 'u'},
 	    {"stopped-rate", required_argument, NULL, 'S'},
@@ -315,8 +350,8 @@ int main(int argc, char **argv)
 	    {"recording-keep-days", required_argument, NULL, 0x405},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
-	    {"metrics-open", no_argument, NULL, 0x300},
-	    {"log-format", required_argument, NULL, 0x301},
+	    {"metrics-open", no_argument, NULL, 0x320},
+	    {"log-format", required_argument, NULL, 0x321},
 	    {"guest-ca-certs", required_argument, NULL, 0x310},
 	    {"pip-index-url", required_argument, NULL, 0x311},
 	    {"npm-registry", required_argument, NULL, 0x312},
@@ -333,6 +368,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			state_dir = optarg;
+			break;
+		case 0x300:
+			database = optarg;
 			break;
 		case 'i':
 			images = optarg;
@@ -530,10 +568,10 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
-		case 0x300:
+		case 0x320:
 			ao.metrics_open = true;
 			break;
-		case 0x301: {
+		case 0x321: {
 			enum log_format lf;
 			if (log_format_parse(optarg, &lf) < 0) {
 				fprintf(stderr,
@@ -649,11 +687,20 @@ int main(int argc, char **argv)
 	struct err e = {0};
 	snprintf(db, sizeof db, "%s/cubicle.db", state_abs);
 	envd_set_limits(&envd_limits);
-	struct store *store = store_open(db, &e);
+	char *database_env = main_database(database);
+	struct store *store = store_open(database_env ? database_env
+					 : database   ? database
+						      : db,
+					 &e);
+	if (database_env) {
+		explicit_bzero(database_env, strlen(database_env));
+		free(database_env);
+	}
 	if (!store) {
 		fprintf(stderr, "cubicled: %s\n", e.message);
 		return 1;
 	}
+	fprintf(stderr, "cubicled: store: %s\n", store_backend(store));
 	struct core *core = core_open(&cfg, store, &e);
 	if (!core) {
 		fprintf(stderr, "cubicled: %s\n", e.message);
@@ -667,6 +714,17 @@ int main(int argc, char **argv)
 	unsigned char stream_key[TOKEN_KEY_BYTES];
 	SHA256((const unsigned char *)stream_secret, strlen(stream_secret), stream_key);
 	free(stream_secret);
+	if (strcmp(store_backend(store), "postgresql") == 0) {
+		/* Hosts that share a database share the key, so a token verifies
+		 * on any of them; the first host's own key seeds it. */
+		struct store_stream_key sk;
+		if (store_stream_key_current(store, stream_key, &sk, &e) < 0) {
+			fprintf(stderr, "cubicled: %s\n", e.message);
+			return 1;
+		}
+		memcpy(stream_key, sk.secret, sizeof stream_key);
+		explicit_bzero(&sk, sizeof sk);
+	}
 	char web_dir[PATH_MAX + 16];
 	if (web) {
 		snprintf(web_dir, sizeof web_dir, "%s", web);

@@ -1078,6 +1078,7 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 	case COMPUTER_DELETED:
 	case COMPUTER_ERROR:
 	case COMPUTER_OFFLINE: /* only machines you bring, handled above */
+	case COMPUTER_LOST:    /* its host was declared dead: nothing of it runs here */
 		return;	       /* nothing runs: nothing to adopt or clean up */
 	}
 	{

@@ -4,7 +4,6 @@
 #include "store-internal.h"
 #include "store-recordings.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,23 +24,23 @@ static const char SQL_FIND[] =
     " (?4 = 0 OR (keep = 1 AND state != 'recording' AND stopped_ms < ?4)) AND"
     " (?5 IS NULL OR id = ?5) ORDER BY started_ms, id";
 
-static void rec_bind(sqlite3_stmt *st, const struct store_recording *r)
+static void rec_bind(struct store_stmt *st, const struct store_recording *r)
 {
-	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, r->computer, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, r->workspace, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, r->state, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 5, r->keep ? 1 : 0);
-	sqlite3_bind_int64(st, 6, r->started_ms);
-	sqlite3_bind_int64(st, 7, r->stopped_ms);
-	sqlite3_bind_int64(st, 8, r->duration_ms);
-	sqlite3_bind_int64(st, 9, (sqlite3_int64)r->bytes);
-	sqlite3_bind_int64(st, 10, (sqlite3_int64)r->frames);
-	sqlite3_bind_int64(st, 11, (sqlite3_int64)r->actions);
-	sqlite3_bind_int(st, 12, r->width);
-	sqlite3_bind_int(st, 13, r->height);
-	sqlite3_bind_text(st, 14, r->reason, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 15, r->error, -1, SQLITE_STATIC);
+	store_bind_text(st, 1, r->id);
+	store_bind_text(st, 2, r->computer);
+	store_bind_text(st, 3, r->workspace);
+	store_bind_text(st, 4, r->state);
+	store_bind_int64(st, 5, r->keep ? 1 : 0);
+	store_bind_int64(st, 6, r->started_ms);
+	store_bind_int64(st, 7, r->stopped_ms);
+	store_bind_int64(st, 8, r->duration_ms);
+	store_bind_int64(st, 9, (int64_t)r->bytes);
+	store_bind_int64(st, 10, (int64_t)r->frames);
+	store_bind_int64(st, 11, (int64_t)r->actions);
+	store_bind_int64(st, 12, r->width);
+	store_bind_int64(st, 13, r->height);
+	store_bind_text(st, 14, r->reason);
+	store_bind_text(st, 15, r->error);
 }
 
 static int rec_exec(struct store *s, const char *sql, const struct store_recording *r,
@@ -49,13 +48,13 @@ static int rec_exec(struct store *s, const char *sql, const struct store_recordi
 {
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, sql, e);
+	struct store_stmt *st = store_stmt(s, sql, e);
 	if (st) {
 		if (r)
 			rec_bind(st, r);
 		else
-			sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_DONE)
+			store_bind_text(st, 1, id);
+		if (store_step(st) == STORE_DONE)
 			rc = 0;
 		else
 			store_db_error(s, doing, e);
@@ -80,12 +79,6 @@ int store_recording_delete(struct store *s, const char *id, struct err *e)
 	return rec_exec(s, SQL_DELETE, NULL, id, "deleting a recording", e);
 }
 
-static void rec_text(sqlite3_stmt *st, int col, char *out, size_t len)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	snprintf(out, len, "%s", t ? (const char *)t : "");
-}
-
 static int rec_query(struct store *s, const char *id, const char *computer, const char *ws,
 		     const char *state, int64_t kept_before_ms, struct store_recording **out,
 		     size_t *n, struct err *e)
@@ -95,20 +88,16 @@ static int rec_query(struct store *s, const char *id, const char *computer, cons
 	size_t cap = 0;
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_FIND, e);
+	struct store_stmt *st = store_stmt(s, SQL_FIND, e);
 	if (st) {
-		if (computer)
-			sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
-		if (ws)
-			sqlite3_bind_text(st, 2, ws, -1, SQLITE_STATIC);
-		if (state)
-			sqlite3_bind_text(st, 3, state, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 4, kept_before_ms);
-		if (id)
-			sqlite3_bind_text(st, 5, id, -1, SQLITE_STATIC);
+		store_bind_text(st, 1, computer);
+		store_bind_text(st, 2, ws);
+		store_bind_text(st, 3, state);
+		store_bind_int64(st, 4, kept_before_ms);
+		store_bind_text(st, 5, id);
 		int r;
 		rc = 0;
-		while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		while ((r = store_step(st)) == STORE_ROW) {
 			if (*n == cap) {
 				size_t ncap = cap ? cap * 2 : 8;
 				struct store_recording *m = realloc(*out, ncap * sizeof *m);
@@ -121,23 +110,23 @@ static int rec_query(struct store *s, const char *id, const char *computer, cons
 			}
 			struct store_recording *x = &(*out)[(*n)++];
 			memset(x, 0, sizeof *x);
-			rec_text(st, 0, x->id, sizeof x->id);
-			rec_text(st, 1, x->computer, sizeof x->computer);
-			rec_text(st, 2, x->workspace, sizeof x->workspace);
-			rec_text(st, 3, x->state, sizeof x->state);
-			x->keep = sqlite3_column_int(st, 4) != 0;
-			x->started_ms = sqlite3_column_int64(st, 5);
-			x->stopped_ms = sqlite3_column_int64(st, 6);
-			x->duration_ms = sqlite3_column_int64(st, 7);
-			x->bytes = (uint64_t)sqlite3_column_int64(st, 8);
-			x->frames = (uint64_t)sqlite3_column_int64(st, 9);
-			x->actions = (uint64_t)sqlite3_column_int64(st, 10);
-			x->width = sqlite3_column_int(st, 11);
-			x->height = sqlite3_column_int(st, 12);
-			rec_text(st, 13, x->reason, sizeof x->reason);
-			rec_text(st, 14, x->error, sizeof x->error);
+			store_col_text(st, 0, x->id, sizeof x->id);
+			store_col_text(st, 1, x->computer, sizeof x->computer);
+			store_col_text(st, 2, x->workspace, sizeof x->workspace);
+			store_col_text(st, 3, x->state, sizeof x->state);
+			x->keep = store_col_int64(st, 4) != 0;
+			x->started_ms = store_col_int64(st, 5);
+			x->stopped_ms = store_col_int64(st, 6);
+			x->duration_ms = store_col_int64(st, 7);
+			x->bytes = (uint64_t)store_col_int64(st, 8);
+			x->frames = (uint64_t)store_col_int64(st, 9);
+			x->actions = (uint64_t)store_col_int64(st, 10);
+			x->width = (int)store_col_int64(st, 11);
+			x->height = (int)store_col_int64(st, 12);
+			store_col_text(st, 13, x->reason, sizeof x->reason);
+			store_col_text(st, 14, x->error, sizeof x->error);
 		}
-		if (rc == 0 && r != SQLITE_DONE)
+		if (rc == 0 && r != STORE_DONE)
 			rc = store_db_error(s, "reading recordings", e);
 	}
 	store_stmt_done(st);

@@ -88,7 +88,7 @@ cubicle_fuzzer(pkg SOURCES ${WIRE_SRC} ${ENVD}/guest/pkg-policy.c ${ENVD}/guest/
 
 file(GLOB STORE_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/host/store/*.c)
 cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner.c ${STORE_SRC}
-	LIBS jansson libcrypto sqlite3)
+	LIBS jansson libcrypto sqlite3 libpq)
 
 # cubicled's API in process (apihost.h): the real router, handlers, MCP,
 # computer-use and stream code, the real store, the fake core (fakecore.c).
@@ -104,7 +104,7 @@ set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/r
 # sleeps (computer-use waits) are pretend: fakecore.c's __wrap_clock_sleep_ms.
 foreach(h api mcp computeruse)
 	cubicle_fuzzer(${h} SOURCES ${API_HOST_SRC} INCLUDED ${API}/api.c
-		LIBS jansson libcrypto sqlite3 libwebsockets DEPENDS cubicled
+		LIBS jansson libcrypto sqlite3 libpq libwebsockets DEPENDS cubicled
 		FLAGS -Wl,--wrap=clock_sleep_ms)
 endforeach()
 
