@@ -165,6 +165,12 @@ describe("against a real desktop", () => {
 		const gone = new m.Client({ url: "http://127.0.0.1:1", api_key: key });
 		await assert.rejects(gone.healthz(), (e) => e instanceof m.ConnectionFailed && e.code === "unreachable");
 		assert.throws(() => desk.move_cursor(1), TypeError); // a required positional missing
+		// install_packages(...apt, {pip, npm}): both reach envd, which checks
+		// every name before it installs anything (no network needed here).
+		await assert.rejects(desk.install_packages("jq", "Not A Package!", { pip: ["requests"] }), (e) =>
+			e instanceof m.InvalidParameter && e.param === "apt" && /Not A Package!/.test(e.message));
+		await assert.rejects(desk.install_packages({ pip: ["--index-url=http://127.0.0.1:1/"] }), (e) =>
+			e instanceof m.InvalidParameter && e.param === "pip");
 		assert.equal(m.fromAnswer(507, { error: { code: "insufficient_storage", message: "full" } }).constructor,
 			m.InsufficientStorage);
 		assert.equal(m.fromAnswer(502, null).constructor, m.BadGateway);
