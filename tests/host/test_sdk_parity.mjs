@@ -16,6 +16,7 @@
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { before, test } from "node:test";
@@ -242,6 +243,31 @@ test("both surfaces were read whole (a reader that sees nothing would pass the t
 	assert.deepEqual(py.classes.Client.usage.params.sort(), ["from", "to", "workspace"]);
 	assert.deepEqual(tsx.classes.Computer.constructor.params, ["data", "client"]);
 	assert.ok(py.generated.length >= 40 && py.generated.includes("screenshot"), py.generated.join(" "));
+});
+
+// The README documents the whole TypeScript surface: every export by
+// name, every method as `name(`, every field by name (its own or a base's
+// listed once, where the base is).
+function undocumented(readme, surface) {
+	const has = (re) => re.test(readme);
+	const word = (n) => new RegExp(`\\b${n.replace(/[$]/g, "\\$&")}\\b`);
+	const missing = [];
+	for (const name of Object.keys(surface.exports)) if (!has(word(name))) missing.push(name);
+	for (const [cls, members] of Object.entries(surface.classes)) {
+		for (const [name, m] of Object.entries(members)) {
+			if (name === "constructor" || !m.own || m.inherited || LANGUAGE.has(name)) continue;
+			if (!has(m.kind === "method" ? new RegExp(`\\b${name}\\(`) : word(name))) missing.push(`${cls}.${name}`);
+		}
+	}
+	return missing;
+}
+
+test("sdk/js/README.md documents every public name of the TypeScript SDK", () => {
+	const readme = readFileSync(path.join(sdkDir, "README.md"), "utf8");
+	assert.deepEqual(undocumented(readme, tsx), [], "names sdk/js/README.md does not document");
+	// The check can fail: a README that lost a method and an error class misses them.
+	const cut = readme.replace(/download_recording\(/g, "").replace(/\bTimeout\b/g, "");
+	assert.deepEqual(undocumented(cut, tsx), ["Timeout", "Computer.download_recording"]);
 });
 
 test("a method, a field, a parameter or a class added to one side alone is named", () => {
