@@ -864,7 +864,9 @@ void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 	setpriority(PRIO_PROCESS, 0, cur_nice); /* making sandboxes is background work */
 	sb_seccomp_compile();
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* No PR_SET_PDEATHSIG: its "parent" is the thread that forked it, and
+	 * cubicled starts a supervisor again from a request's thread, which
+	 * ends with the request. cubicled's exit closes fd 3 (POLLHUP below). */
 	int taken[2];
 	if (pipe2(taken, O_CLOEXEC | O_NONBLOCK) < 0) {
 		zlog("%s: pipe: %s", l->name, strerror(errno));
