@@ -135,6 +135,21 @@ static bool desktop_environ_has_display(const char *pid, const char *display)
  * Whether a process with this command name (/proc/PID/comm) runs on this
  * desk's display (several desktops may share the machine, as in tests).
  */
+/* Whether process pid (a /proc name) sees the files envd sees: its mount
+ * namespace is envd's. A display's name (":1") means a socket in
+ * /tmp/.X11-unix of one mount namespace: on a host that also runs container
+ * computers, their sessions' ":1" is another display. Unknown (no access to
+ * its namespace link) counts as the same. */
+static bool desktop_same_files(const char *pid)
+{
+	char path[300];
+	struct stat mine, theirs;
+	snprintf(path, sizeof path, "/proc/%s/ns/mnt", pid);
+	if (stat("/proc/self/ns/mnt", &mine) < 0 || stat(path, &theirs) < 0)
+		return true;
+	return mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
+}
+
 static bool desktop_process_on_display(struct desk *d, const char *comm)
 {
 	DIR *dir = opendir("/proc");
@@ -153,7 +168,8 @@ static bool desktop_process_on_display(struct desk *d, const char *comm)
 		if (fgets(name, sizeof name, f)) {
 			name[strcspn(name, "\n")] = '\0';
 			found = strcmp(name, comm) == 0 &&
-				desktop_environ_has_display(de->d_name, d->name);
+				desktop_environ_has_display(de->d_name, d->name) &&
+				desktop_same_files(de->d_name);
 		}
 		fclose(f);
 	}

@@ -137,8 +137,13 @@ class Footprint:
         procs = self.processes()
         if procs:
             out["processes"] = procs
+        # A mount of the computer's network namespace by number alone, at a
+        # name that is not the computer's (a test beside this one holding
+        # its own namespace at /run/netns/NAME), is that test's: the kernel
+        # reuses a freed namespace's inode number at once.
         mounts = [l for l in _read("/proc/self/mountinfo").splitlines()
-                  if self.dir in l or (self.netns and "net:[%d]" % self.netns in l)]
+                  if self.dir in l or (self.netns and "net:[%d]" % self.netns in l
+                                       and self.cid in l.split(" ")[4])]
         if mounts:
             out["mounts"] = mounts
         cgroups = {d for d in self.cgroups if os.path.exists(d)}
