@@ -96,6 +96,17 @@ static void main_usage(FILE *to)
 	      "                            CGNAT...: host/README.md); never the host's own\n"
 	      "  --egress-deny CIDR,...    IPv4 prefixes guests may not reach, besides the\n"
 	      "                            defaults (beats any allow)\n"
+	      "  --templates DIR           the built-in templates' recipes (default: ../templates\n"
+	      "                            beside the binary, i.e. rootfs/templates)\n"
+	      "  --template-cache DIR      where template layers and images go (default: the\n"
+	      "                            base images' cache, beside them)\n"
+	      "  --max-template-builds N   template builds at once (default 2; more: 429)\n"
+	      "  --max-templates-per-workspace N  (default 20)\n"
+	      "  --template-max-mb N       what a template may add to its base (default 4096)\n"
+	      "  --template-build-timeout S  a template's whole build (default 1800)\n"
+	      "  --template-cache-keep N   unused template layers and images kept (default 16)\n"
+	      "  --build-templates         build the built-in templates into the cache and exit\n"
+	      "                            (make images; no --state-dir needed)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -205,7 +216,7 @@ int main(int argc, char **argv)
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct runner_config rc = {0};
 	struct envd_limits envd_limits = {0};
-	bool session_quota_set = false;
+	bool session_quota_set = false, build_templates = false;
 	struct api_opts ao = {
 	    .max_requests = 256,
 	    .max_requests_per_workspace = 32,
@@ -268,6 +279,14 @@ int main(int argc, char **argv)
 	    {"header-timeout", required_argument, NULL, 0x206},
 	    {"body-timeout", required_argument, NULL, 0x207},
 	    {"body-min-rate", required_argument, NULL, 0x208},
+	    {"templates", required_argument, NULL, 0x300},
+	    {"template-cache", required_argument, NULL, 0x301},
+	    {"max-template-builds", required_argument, NULL, 0x302},
+	    {"max-templates-per-workspace", required_argument, NULL, 0x303},
+	    {"template-max-mb", required_argument, NULL, 0x304},
+	    {"template-build-timeout", required_argument, NULL, 0x305},
+	    {"template-cache-keep", required_argument, NULL, 0x306},
+	    {"build-templates", no_argument, NULL, 0x307},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
 	    {"version", no_argument, NULL, 'V'},
@@ -427,6 +446,35 @@ int main(int argc, char **argv)
 			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
 			break;
 			break;
+		case 0x300:
+			cfg.templates.builtin_dir = optarg;
+			break;
+		case 0x301:
+			cfg.templates.cache_dir = optarg;
+			break;
+		case 0x302:
+			cfg.templates.max_builds =
+			    (int)main_number(optarg, "--max-template-builds", 1, 64);
+			break;
+		case 0x303:
+			cfg.templates.max_per_workspace =
+			    (int)main_number(optarg, "--max-templates-per-workspace", 1, 100000);
+			break;
+		case 0x304:
+			cfg.templates.max_mb =
+			    main_number(optarg, "--template-max-mb", 16, 1 << 20);
+			break;
+		case 0x305:
+			cfg.templates.timeout_s =
+			    (int)main_number(optarg, "--template-build-timeout", 10, 86400);
+			break;
+		case 0x306:
+			cfg.templates.cache_keep =
+			    (int)main_number(optarg, "--template-cache-keep", 0, 100000);
+			break;
+		case 0x307:
+			build_templates = true;
+			break;
 		case 'A':
 		case 'D': {
 			struct err pe = {0};
@@ -448,6 +496,33 @@ int main(int argc, char **argv)
 			main_usage(stderr);
 			return 2;
 		}
+	}
+	/* The build's layout: bin/cubicled beside images/, webclient/,
+	 * templates/ and the code runner's supervisors. */
+	char bin_dir[PATH_MAX];
+	ssize_t bn = readlink("/proc/self/exe", bin_dir, sizeof bin_dir - 1);
+	bin_dir[bn > 0 ? bn : 0] = 0;
+	if (strrchr(bin_dir, '/'))
+		*strrchr(bin_dir, '/') = 0;
+	char templates_dir[PATH_MAX + 16];
+	if (!cfg.templates.builtin_dir) {
+		snprintf(templates_dir, sizeof templates_dir, "%s/../templates", bin_dir);
+		cfg.templates.builtin_dir = templates_dir;
+	}
+	if (build_templates && optind == argc) {
+		/* make images: the built-in templates into the cache. */
+		char images_path[PATH_MAX + 16];
+		if (images)
+			snprintf(images_path, sizeof images_path, "%s", images);
+		else
+			snprintf(images_path, sizeof images_path, "%s/../images", bin_dir);
+		struct err be = {0};
+		if (core_templates_build_builtin(&cfg.templates, images_path, &egress_allow,
+						 &egress_deny, &be) < 0) {
+			fprintf(stderr, "cubicled: %s\n", be.message);
+			return 1;
+		}
+		return 0;
 	}
 	if (!state_dir || optind != argc) {
 		main_usage(stderr);
@@ -473,13 +548,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cubicled: %s: %s\n", state_dir, strerror(errno));
 		return 1;
 	}
-	/* The build's layout: bin/cubicled beside images/, webclient/ and
-	 * the code runner's supervisors. */
-	char bin_dir[PATH_MAX];
-	ssize_t bn = readlink("/proc/self/exe", bin_dir, sizeof bin_dir - 1);
-	bin_dir[bn > 0 ? bn : 0] = 0;
-	if (strrchr(bin_dir, '/'))
-		*strrchr(bin_dir, '/') = 0;
 	if (!images) {
 		snprintf(images_abs, sizeof images_abs, "%s/../images", bin_dir);
 	} else {

@@ -23,6 +23,7 @@
 #include "envd_client.h"
 #include "err.h"
 #include "store.h"
+#include "template.h"
 
 struct guest_net_list;
 
@@ -43,6 +44,8 @@ struct core_config {
 	/* --egress-allow, --egress-deny (guest-net.h): every computer's, with
 	 * its workspace's egress_allow/egress_deny added at each start. */
 	const struct guest_net_list *egress_allow, *egress_deny; /* NULL = none */
+	/* Templates (template.h): where they are cached, their limits. */
+	struct core_template_config templates;
 };
 
 struct core;

@@ -21,7 +21,7 @@
 #define STORE_COMPUTER_COLUMNS                                                                     \
 	"id, workspace, kind, size, isolation, state, error, width, height, idle_timeout_s,"       \
 	" external_workspace_id, session_id, envd_token, accel, metadata, driver_state,"           \
-	" created_ms, updated_ms, last_activity_ms, deleted_ms"
+	" created_ms, updated_ms, last_activity_ms, deleted_ms, template"
 
 /* The states in which a computer holds host resources (counted by the
  * per-workspace running limit). */
@@ -29,13 +29,13 @@
 
 static const char SQL_INSERT[] = "INSERT INTO computers (" STORE_COMPUTER_COLUMNS ")"
 				 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-				 " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+				 " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
 /* ?17 (created_ms) is bound but deliberately not written. */
 static const char SQL_UPDATE[] =
     "UPDATE computers SET workspace = ?2, kind = ?3, size = ?4, isolation = ?5, state = ?6,"
     " error = ?7, width = ?8, height = ?9, idle_timeout_s = ?10, external_workspace_id = ?11,"
     " session_id = ?12, envd_token = ?13, accel = ?14, metadata = ?15, driver_state = ?16,"
-    " updated_ms = ?18, last_activity_ms = ?19, deleted_ms = ?20 WHERE id = ?1";
+    " updated_ms = ?18, last_activity_ms = ?19, deleted_ms = ?20, template = ?21 WHERE id = ?1";
 static const char SQL_SET_STATE[] =
     "UPDATE computers SET state = ?2, error = ?3, updated_ms = ?4,"
     " deleted_ms = CASE WHEN ?2 = 'deleted' AND deleted_ms = 0 THEN ?4 ELSE deleted_ms END"
@@ -60,6 +60,9 @@ static const char SQL_COUNT_STOPPED_OTHERS[] = "SELECT COUNT(*) FROM computers"
 					       " WHERE workspace = ?1 AND id <> ?2"
 					       " AND state IN ('stopping', 'stopped')";
 static const char SQL_WORKSPACE_EXISTS[] = "SELECT 1 FROM workspaces WHERE id = ?1";
+/* A computer made from a template: the template must still be there (a
+ * template's delete checks for its computers in its own transaction). */
+static const char SQL_TEMPLATE_EXISTS[] = "SELECT 1 FROM templates WHERE id = ?1";
 
 /* Indexed by enum computer_state. */
 static const char *const store_states[COMPUTER_STATES + 1] = {
@@ -133,6 +136,7 @@ static int store_computer_check(const struct store_computer *c, struct err *e)
 	STORE_CHECK_TERMINATED(session_id)
 	STORE_CHECK_TERMINATED(envd_token)
 	STORE_CHECK_TERMINATED(accel)
+	STORE_CHECK_TERMINATED(template_id)
 #undef STORE_CHECK_TERMINATED
 	if (!*c->workspace)
 		return err_param(e, "workspace", "workspace: every computer needs a workspace");
@@ -201,6 +205,7 @@ static int store_computer_bind(sqlite3_stmt *st, const struct store_computer *c,
 	sqlite3_bind_int64(st, 18, c->updated_ms);
 	sqlite3_bind_int64(st, 19, c->last_activity_ms);
 	sqlite3_bind_int64(st, 20, c->deleted_ms);
+	sqlite3_bind_text(st, 21, c->template_id, -1, SQLITE_STATIC);
 	return 0;
 }
 
@@ -253,6 +258,7 @@ static int store_computer_row(sqlite3_stmt *st, struct store_computer *out, stru
 	c.updated_ms = sqlite3_column_int64(st, 17);
 	c.last_activity_ms = sqlite3_column_int64(st, 18);
 	c.deleted_ms = sqlite3_column_int64(st, 19);
+	store_col_text(st, 20, c.template_id, sizeof c.template_id);
 	*out = c;
 	return 0;
 }
@@ -350,6 +356,16 @@ static int store_computer_insert_locked(struct store *s, struct store_computer *
 			err_param(e, "workspace", "workspace: no workspace %s", w->workspace);
 		else if (step != SQLITE_ROW)
 			store_db_error(s, "reading a workspace", e);
+	}
+	if (step == SQLITE_ROW && w->template_id[0] &&
+	    (st = store_stmt(s, SQL_TEMPLATE_EXISTS, e))) {
+		sqlite3_bind_text(st, 1, w->template_id, -1, SQLITE_STATIC);
+		step = sqlite3_step(st);
+		store_stmt_done(st);
+		if (step == SQLITE_DONE)
+			err_param(e, "template", "template: it was deleted meanwhile");
+		else if (step != SQLITE_ROW)
+			store_db_error(s, "reading a template", e);
 	}
 	for (int attempt = 0; step == SQLITE_ROW ||
 			      (step == SQLITE_CONSTRAINT_PRIMARYKEY && attempt < STORE_ID_ATTEMPTS);

@@ -136,6 +136,30 @@ static const char *const store_migrations[] = {
     " expires_ms INTEGER NOT NULL,"
     " used_ms INTEGER NOT NULL DEFAULT 0,"
     " computer TEXT NOT NULL DEFAULT '');",
+    /* 7: templates (store-templates.h): a recipe built into an image.
+     * workspace '' = a global template (the admin's, or built in). A row
+     * goes when its template is deleted; computers name the one they were
+     * made from (template = its id), and a template is not deleted while
+     * a computer that is not deleted names it. */
+    "CREATE TABLE templates ("
+    " id TEXT PRIMARY KEY,"
+    " workspace TEXT NOT NULL,"
+    " name TEXT NOT NULL,"
+    " base TEXT NOT NULL,"
+    " recipe TEXT NOT NULL,"
+    " layer_key TEXT NOT NULL DEFAULT '',"
+    " image TEXT NOT NULL DEFAULT '',"
+    " state TEXT NOT NULL CHECK (state IN ('building', 'ready', 'error')),"
+    " error TEXT NOT NULL DEFAULT '',"
+    " size_bytes INTEGER NOT NULL DEFAULT 0,"
+    " build_ms INTEGER NOT NULL DEFAULT 0,"
+    " builtin INTEGER NOT NULL DEFAULT 0,"
+    " build TEXT NOT NULL DEFAULT '{}',"
+    " created_ms INTEGER NOT NULL,"
+    " updated_ms INTEGER NOT NULL,"
+    " UNIQUE (workspace, name));"
+    "ALTER TABLE computers ADD COLUMN template TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX computers_template ON computers(template) WHERE template <> '';",
 };
 
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))

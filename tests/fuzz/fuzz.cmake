@@ -87,7 +87,8 @@ cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner
 
 # cubicled's API in process (apihost.h): the real router, handlers, MCP,
 # computer-use and stream code, the real store, the fake core (fakecore.c).
-set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/routes.c
+set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/handlers-templates.c
+	${API}/wait.c ${API}/routes.c
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
 	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/stream.c
 	${API}/rfbfilter.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
@@ -98,10 +99,13 @@ foreach(h api mcp computeruse)
 		LIBS jansson libcrypto sqlite3 libwebsockets DEPENDS cubicled)
 endforeach()
 
-# Template recipes (issue: templates) and connect credentials (issue: BYO
-# machines) are being written: their harnesses go here, as
-# cubicle_fuzzer(recipe ...) and cubicle_fuzzer(connect ...), with seeds in
-# corpus/recipe and corpus/connect (tests/fuzz/README.md, "Slots").
+# A template's recipe (host/core/template-recipe.c) on any bytes.
+cubicle_fuzzer(recipe SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/core/template-recipe.c
+	LIBS jansson libcrypto)
+
+# Connect credentials (issue: BYO machines) are being written: their
+# harness goes here, as cubicle_fuzzer(connect ...), with seeds in
+# corpus/connect (tests/fuzz/README.md, "Slots").
 
 # `make fuzz` (tests/fuzz/run) reads the list of harnesses from here.
 file(WRITE ${CMAKE_BINARY_DIR}/tests/fuzz-harnesses.txt "")
