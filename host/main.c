@@ -236,6 +236,7 @@ int main(int argc, char **argv)
 	    .ready_timeout_s = 120,
 	    .egress_allow = &egress_allow,
 	    .egress_deny = &egress_deny,
+	    .templates = {.cache_keep = -1},
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, NULL, 'l'},

@@ -129,6 +129,8 @@ static int tpl_guest_boot(struct tpl_guest *g, const char *work, struct err *e)
 	if (ident_random_hex(hex, 8, e) < 0 || ident_random_hex(g->token, 24, e) < 0)
 		return -1;
 	snprintf(g->id, sizeof g->id, "tb-%s", hex);
+	tpl_log(j, "build computer %s: a container of the %s image (envd as the guest's root)",
+		g->id, j->recipe.base);
 	snprintf(g->dir, sizeof g->dir, "%s/computer", work);
 	snprintf(g->state_path, sizeof g->state_path, "%s/computer.json", work);
 	snprintf(g->image, sizeof g->image, "%s", j->base_image);
@@ -351,10 +353,19 @@ static int tpl_step(struct tpl_guest *g, const char *title, const char *script, 
 	}
 	if (rc_step == 0)
 		return 0;
-	char tail[TPL_TAIL + 1];
+	/* The message ends with as much of the output's end as fits in it. */
+	char tail[TPL_TAIL + 1], head[sizeof e->message];
 	tpl_tail_line(g, tail, sizeof tail);
-	return err_set(e, ERR_INVALID, "step %d of %d (%s) failed with exit code %d%s%s", g->step,
-		       g->nsteps, title, rc_step, tail[0] ? ": " : "", tail);
+	int n = snprintf(head, sizeof head, "step %d of %d (%.120s) failed with exit code %d%s",
+			 g->step, g->nsteps, title, rc_step, tail[0] ? ": " : "");
+	size_t room = n > 0 && (size_t)n < sizeof head ? sizeof head - 1 - (size_t)n : 0;
+	const char *t = tail;
+	if (strlen(t) > room) {
+		t += strlen(t) - room;
+		while (*t && (*t & 0xc0) == 0x80) /* not in the middle of a character */
+			t++;
+	}
+	return err_set(e, ERR_INVALID, "%s%s", head, t);
 }
 
 /* The words of a list as one shell-quoted string (the API checked that
@@ -536,8 +547,6 @@ int tpl_build_layer(struct tpl_job *j, const char *workdir, const char *dest,
 	struct tpl_guest g;
 	memset(&g, 0, sizeof g);
 	g.j = j;
-	tpl_log(j, "booting a container computer of the %s image (envd as the guest's root)",
-		j->recipe.base);
 	int rc = tpl_guest_boot(&g, workdir, e);
 	if (rc == 0)
 		rc = tpl_steps(&g, workdir, e);

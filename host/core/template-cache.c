@@ -332,17 +332,61 @@ static int tpl_layer(struct tpl_job *j, const char *entry, struct err *e)
 
 /* ---- the image ------------------------------------------------------------------------ */
 
-/* What mkfs.ext4 needs to know of a tree: its bytes (a file with n links
- * counts 1/n each time) and its entries. nftw has no context pointer. */
+/* What mkfs.ext4 needs to know of a tree: its bytes (a file with several
+ * links once: the tree shares most of its inodes with the base image, so
+ * st_nlink says nothing about the tree itself) and its entries. nftw has
+ * no context pointer. */
 static _Thread_local uint64_t tpl_tree_bytes, tpl_tree_files;
+static _Thread_local ino_t *tpl_tree_seen;
+static _Thread_local size_t tpl_tree_nseen, tpl_tree_capseen;
+
+/* Whether ino was seen in this walk (and remembers it). */
+static bool tpl_tree_seen_before(ino_t ino)
+{
+	if (tpl_tree_nseen * 2 >= tpl_tree_capseen) {
+		size_t cap = tpl_tree_capseen ? tpl_tree_capseen * 2 : 65536;
+		ino_t *more = calloc(cap, sizeof *more), *old = tpl_tree_seen;
+		if (!more)
+			return false; /* counted twice: a larger disk, no harm */
+		for (size_t i = 0; i < tpl_tree_capseen; i++)
+			for (size_t k = (size_t)(old[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
+			     old[i]; k = (k + 1) & (cap - 1))
+				if (!more[k]) {
+					more[k] = old[i];
+					break;
+				}
+		free(old);
+		tpl_tree_seen = more;
+		tpl_tree_capseen = cap;
+	}
+	size_t k = (size_t)(ino * 0x9E3779B97F4A7C15ull) & (tpl_tree_capseen - 1);
+	for (; tpl_tree_seen[k]; k = (k + 1) & (tpl_tree_capseen - 1))
+		if (tpl_tree_seen[k] == ino)
+			return true;
+	tpl_tree_seen[k] = ino;
+	tpl_tree_nseen++;
+	return false;
+}
 
 static int tpl_tree_count(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
 	(void)path, (void)flag, (void)f;
 	tpl_tree_files++;
-	uint64_t b = (uint64_t)st->st_blocks * 512;
-	tpl_tree_bytes += st->st_nlink > 1 && !S_ISDIR(st->st_mode) ? b / st->st_nlink : b;
+	if (st->st_nlink > 1 && !S_ISDIR(st->st_mode) && st->st_ino &&
+	    tpl_tree_seen_before(st->st_ino))
+		return 0;
+	tpl_tree_bytes += (uint64_t)st->st_blocks * 512;
 	return 0;
+}
+
+/* The tree's bytes and entries (tpl_tree_bytes, tpl_tree_files). */
+static void tpl_tree_measure(const char *rootfs)
+{
+	tpl_tree_bytes = tpl_tree_files = 0;
+	nftw(rootfs, tpl_tree_count, 64, FTW_PHYS | FTW_MOUNT);
+	free(tpl_tree_seen);
+	tpl_tree_seen = NULL;
+	tpl_tree_nseen = tpl_tree_capseen = 0;
 }
 
 /* <dir>/<name> as a hard link of <from>/<name> (a copy across filesystems). */
@@ -448,8 +492,7 @@ static int tpl_image_assemble(struct tpl_job *j, const char *layer_entry, const 
 		return -1;
 	tpl_log(j, "image: tree ready in %.1f s; making the microVM's disk (mkfs.ext4 -d)",
 		(double)(clock_wall_ms() - t0) / 1000.0);
-	tpl_tree_bytes = tpl_tree_files = 0;
-	nftw(rootfs, tpl_tree_count, 64, FTW_PHYS | FTW_MOUNT);
+	tpl_tree_measure(rootfs);
 	/* As rootfs/build-image: the tree plus 20% and 256 MiB (sparse). */
 	uint64_t size_mib = tpl_tree_bytes * 12 / 10 / 1048576 + 256;
 	char size[32], inodes[32];
@@ -619,7 +662,7 @@ static bool tpl_entry_referenced(struct core_templates *t, const char *name)
 	return used;
 }
 
-static void tpl_prune_kind(struct core_templates *t, const char *prefix)
+static void tpl_prune_kind(struct core_templates *t, const char *prefix, const char *keep)
 {
 	DIR *d = opendir(t->cache);
 	if (!d)
@@ -652,7 +695,8 @@ static void tpl_prune_kind(struct core_templates *t, const char *prefix)
 	for (size_t i = 0; i < n; i++) {
 		char path[TPL_DIR_MAX + 100];
 		snprintf(path, sizeof path, "%s/%s", t->cache, list[i].name);
-		if (tpl_entry_in_use(path) || tpl_entry_referenced(t, list[i].name))
+		if ((keep && strcmp(list[i].name, keep) == 0) || tpl_entry_in_use(path) ||
+		    tpl_entry_referenced(t, list[i].name))
 			continue;
 		if (kept++ < t->cfg.cache_keep)
 			continue;
@@ -662,7 +706,7 @@ static void tpl_prune_kind(struct core_templates *t, const char *prefix)
 	free(list);
 }
 
-void tpl_cache_prune(struct core_templates *t)
+void tpl_cache_prune(struct core_templates *t, const struct tpl_job *j)
 {
 	/* build-image's .prune.lock: its hits take it shared, so an image is
 	 * never removed between the check and the use. */
@@ -675,7 +719,12 @@ void tpl_cache_prune(struct core_templates *t)
 			close(fd);
 		return;
 	}
-	tpl_prune_kind(t, "tpl-image-");
-	tpl_prune_kind(t, "tpl-layer-");
+	char image[TPL_ENTRY] = "", layer[TPL_ENTRY] = "";
+	if (j) {
+		tpl_entry_name("image", j->image_key, image);
+		tpl_entry_name("layer", j->layer_key, layer);
+	}
+	tpl_prune_kind(t, "tpl-image-", image);
+	tpl_prune_kind(t, "tpl-layer-", layer);
 	close(fd);
 }

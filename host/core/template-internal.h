@@ -144,8 +144,8 @@ bool tpl_cache_has(const struct core_templates *t, const char *entry);
 int tpl_cache_build(struct tpl_job *j, struct err *e);
 /* Removes unused layers and images past --template-cache-keep (the newest
  * are kept, and any a template of this cubicled or a running container
- * uses). */
-void tpl_cache_prune(struct core_templates *t);
+ * uses, and job j's, which was just built or hit). */
+void tpl_cache_prune(struct core_templates *t, const struct tpl_job *j);
 /* Build directories of builds killed outright (their key's lock is free):
  * their computers destroyed, their files removed. */
 void tpl_cache_sweep(struct core_templates *t);

@@ -259,7 +259,7 @@ static void *tpl_job_main(void *arg)
 		for (size_t i = 0; i < j->nrows; i++)
 			tpl_row_finish(t, j, j->rows[i]);
 	if (j->rc == 0)
-		tpl_cache_prune(t);
+		tpl_cache_prune(t, j);
 	pthread_mutex_lock(&t->lock);
 	pthread_cond_broadcast(&t->idle);
 	pthread_mutex_unlock(&t->lock);
@@ -809,7 +809,7 @@ static void tpl_config_defaults(struct core_template_config *cfg)
 		cfg->max_mb = 4096;
 	if (cfg->timeout_s <= 0)
 		cfg->timeout_s = 1800;
-	if (cfg->cache_keep < 0)
+	if (cfg->cache_keep < 0) /* unset; 0 keeps none but the ones in use */
 		cfg->cache_keep = 16;
 }
 
@@ -1015,7 +1015,8 @@ int core_templates_build_builtin(const struct core_template_config *cfg, const c
 		j->deadline_ms = j->start_ms + (int64_t)t.cfg.timeout_s * 1000;
 		snprintf(j->log_path, sizeof j->log_path, "/tmp/cubicle-template-XXXXXX");
 		j->log_fd = mkostemp(j->log_path, O_CLOEXEC);
-		tpl_log(j, "built-in template %s over the %s image", r.name, j->recipe.base);
+		tpl_log(j, "built-in template %s over the %s image", j->recipe.name,
+			j->recipe.base);
 		rc = tpl_cache_build(j, e);
 		if (rc == 0)
 			tpl_log(j, "ready: %s (its layer %.1f MiB, %.1f s)", j->image_entry,
@@ -1024,12 +1025,12 @@ int core_templates_build_builtin(const struct core_template_config *cfg, const c
 			err_set(e, e->code, "built-in template %s: %s", j->recipe.name, e->message);
 		if (j->log_fd >= 0)
 			unlink(j->log_path);
+		if (rc == 0)
+			tpl_cache_prune(&t, j);
 		tpl_job_free(j);
 	}
 	if (d)
 		closedir(d);
-	if (rc == 0)
-		tpl_cache_prune(&t);
 	pthread_cond_destroy(&t.idle);
 	pthread_mutex_destroy(&t.lock);
 	return rc;

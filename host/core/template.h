@@ -39,7 +39,7 @@ struct core_template_config {
 	int max_per_workspace;	 /* templates per workspace: 20 */
 	long long max_mb;	 /* a layer's files: 4096 MiB */
 	int timeout_s;		 /* a build's whole time: 1800 s */
-	int cache_keep;		 /* unused layers and images kept in the cache: 16 */
+	int cache_keep; /* unused layers and images kept in the cache: 16 (-1: the default) */
 };
 
 /* POST /v1/templates: checks the recipe, records the template and builds it

@@ -51,7 +51,7 @@ void store_template_clear(struct store_template *t);
 
 /*
  * Inserts t (its id generated and written back; created/updated set).
- * ERR_CONFLICT when its workspace already has a template of that name, or
+ * ERR_CONFLICT (409) when its workspace already has a template of that name, or
  * (for a workspace's template) a global one has it; ERR_LIMIT when limit >
  * 0 and t's workspace already holds `limit` templates. All in one
  * transaction.

@@ -150,10 +150,10 @@ static int store_template_clash_locked(struct store *s, const struct store_templ
 		store_col_text(st, 0, owner, sizeof owner);
 	store_stmt_done(st);
 	if (step == SQLITE_ROW)
-		return err_param(e, "name", "name: %s template %s already exists%s",
-				 owner[0] ? "a" : "a global", t->name,
-				 owner[0] ? "; delete it first or pick another name"
-					  : " (pick another name)");
+		return err_set(e, ERR_CONFLICT, "%s template %s already exists%s",
+			       owner[0] ? "a" : "a global", t->name,
+			       owner[0] ? "; delete it first or pick another name"
+					: " (pick another name)");
 	if (step != SQLITE_DONE)
 		return store_db_error(s, "reading templates", e);
 	return 0;

@@ -10,6 +10,7 @@
  *   computers.c  create, ls, get, stop, start, rm, stream, usage
  *   actions.c    every envd action as a command, from one table
  *   files.c      cp to and from a computer, streamed
+ *   templates.c  template create, ls, get, log, rm
  */
 #ifndef CUBICLE_CLI_H
 #define CUBICLE_CLI_H
@@ -138,6 +139,7 @@ int cmd_usage(struct cli *cli, struct args *a);
 int cmd_run(struct cli *cli, struct args *a); /* run.c */
 int cmd_cp(struct cli *cli, struct args *a);
 int cmd_action_generic(struct cli *cli, struct args *a);
+int cmd_template(struct cli *cli, struct args *a); /* templates.c */
 
 /* ---- actions.c: the action commands, generated from one table ---- */
 struct action_spec;

@@ -16,11 +16,12 @@ from .client import Client, default_client
 from .computer import Computer
 from .errors import (BadRequest, ComputerFailed, Conflict, ConnectionFailed, CubicleError,
                      Forbidden, InternalError, InvalidParameter, NotFound, RateLimited,
-                     TooLarge, Timeout, Unauthorized, Unavailable)
+                     TemplateFailed, TooLarge, Timeout, Unauthorized, Unavailable)
+from .templates import Templates
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "Computer", "ProcessResult", "default_client", "CubicleError",
-           "BadRequest", "ComputerFailed", "Conflict", "ConnectionFailed", "Forbidden",
-           "InternalError", "InvalidParameter", "NotFound", "RateLimited", "TooLarge",
-           "Timeout", "Unauthorized", "Unavailable"]
+__all__ = ["Client", "Computer", "ProcessResult", "Templates", "default_client",
+           "CubicleError", "BadRequest", "ComputerFailed", "Conflict", "ConnectionFailed",
+           "Forbidden", "InternalError", "InvalidParameter", "NotFound", "RateLimited",
+           "TemplateFailed", "TooLarge", "Timeout", "Unauthorized", "Unavailable"]
