@@ -302,9 +302,11 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 	struct err de = {0};
 	char address[320] = "";
 	int rc = 0;
-	/* A computer made from a template boots its image (template.h). */
-	if (sc->template_id[0])
-		rc = core_template_image(c, sc->template_id, p.image, sizeof p.image, &de);
+	/* A computer made from a template boots its image (template.h); a
+	 * microVM only reads it at create (it keeps hard links of it). */
+	bool vm = strcmp(ops->name, "vm") == 0;
+	if (sc->template_id[0] && (create || !vm))
+		rc = core_template_image(c, sc->template_id, vm, p.image, sizeof p.image, &de);
 	if (rc == 0 && create)
 		rc = ops->create(&dc, &de);
 	if (rc == 0) {
@@ -819,9 +821,10 @@ int core_start(struct core *c, const char *id, const char *ws, json_t **out, str
 	} else if (sc.state == COMPUTER_STOPPED) {
 		struct store_commit how = {.limit = core_limit(c, sc.workspace)};
 		char image[512];
-		/* Its template's image must be there (it stays stopped if not). */
-		if (sc.template_id[0])
-			rc = core_template_image(c, sc.template_id, image, sizeof image, e);
+		/* A container's template image must be there (it stays stopped
+		 * if not); a microVM keeps its own links to it. */
+		if (sc.template_id[0] && strcmp(sc.isolation, "vm") != 0)
+			rc = core_template_image(c, sc.template_id, false, image, sizeof image, e);
 		if (rc == 0)
 			rc = core_commit(c, &sc, COMPUTER_STARTING, NULL, &how, e);
 		if (rc == 0)

@@ -2,9 +2,10 @@
  * template-cache: layers and images of templates in the image cache.
  *
  *   <cache>/tpl-layer-<16>/  layer/ (layer.h), manifest.json, build.log
- *   <cache>/tpl-image-<16>/  rootfs/, disk.ext4, vmlinuz, initrd.img,
- *                            manifest.json: what rootfs/build-image makes,
- *                            so both drivers boot it as they boot a base
+ *   <cache>/tpl-image-<16>/  rootfs/, vmlinuz, initrd.img, manifest.json
+ *                            and, once a microVM needs it, disk.ext4: what
+ *                            rootfs/build-image makes, so both drivers boot
+ *                            it as they boot a base
  *   <cache>/.tpl-<16>.lock   flock: one build of a key at a time, across
  *                            every cubicled and `--build-templates` sharing
  *                            the cache
@@ -473,11 +474,10 @@ static int tpl_image_trusted(const struct tpl_job *j, const char *rootfs, struct
 static int tpl_image_assemble(struct tpl_job *j, const char *layer_entry, const char *dir,
 			      struct err *e)
 {
-	char rootfs[PATH_MAX], src[PATH_MAX], layer[PATH_MAX], log[PATH_MAX], disk[PATH_MAX];
+	char rootfs[PATH_MAX], src[PATH_MAX], layer[PATH_MAX], log[PATH_MAX];
 	snprintf(rootfs, sizeof rootfs, "%s/rootfs", dir);
 	snprintf(src, sizeof src, "%s/rootfs", j->base_image);
 	snprintf(log, sizeof log, "%s/run.log", dir);
-	snprintf(disk, sizeof disk, "%s/disk.ext4", dir);
 	if (tpl_path(j->t, layer_entry, layer, sizeof layer - 8, e) < 0)
 		return -1;
 	strcat(layer, "/layer");
@@ -490,37 +490,9 @@ static int tpl_image_assemble(struct tpl_job *j, const char *layer_entry, const 
 	    tpl_link_file(j->base_image, dir, "vmlinuz", e) < 0 ||
 	    tpl_link_file(j->base_image, dir, "initrd.img", e) < 0)
 		return -1;
-	tpl_log(j, "image: tree ready in %.1f s; making the microVM's disk (mkfs.ext4 -d)",
-		(double)(clock_wall_ms() - t0) / 1000.0);
 	tpl_tree_measure(rootfs);
-	/* As rootfs/build-image: the tree plus 20% and 256 MiB (sparse). */
-	uint64_t size_mib = tpl_tree_bytes * 12 / 10 / 1048576 + 256;
-	char size[32], inodes[32];
-	snprintf(size, sizeof size, "%lluM", (unsigned long long)size_mib);
-	snprintf(inodes, sizeof inodes, "%llu",
-		 (unsigned long long)(tpl_tree_files * 3 / 2 + 16384));
-	char *trunc[] = {"truncate", "-s", size, "--", disk, NULL};
-	char *mkfs[] = {"mkfs.ext4",
-			"-q",
-			"-F",
-			"-L",
-			"cubicle-root",
-			"-m",
-			"0",
-			"-N",
-			inodes,
-			"-E",
-			"lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0",
-			"-d",
-			rootfs,
-			disk,
-			NULL};
-	if (drv_run(trunc, log, "template image", e) < 0 ||
-	    drv_run(mkfs, log, "template image: mkfs.ext4 -d", e) < 0)
-		return -1;
-	unlink(log);
-	struct stat ds;
-	stat(disk, &ds);
+	tpl_log(j, "image: tree ready in %.1f s (its microVM disk is made on first use)",
+		(double)(clock_wall_ms() - t0) / 1000.0);
 	char when[32], path[PATH_MAX + 32], base_name[PATH_MAX];
 	tpl_iso_now(when);
 	const char *slash = strrchr(j->base_image, '/');
@@ -530,13 +502,86 @@ static int tpl_image_assemble(struct tpl_job *j, const char *layer_entry, const 
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
 	return tpl_write_json(
 	    path,
-	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:s}", "name", entry,
-		      "kind", "template-image", "hash", j->image_key, "template", j->recipe.name,
-		      "layer", layer_entry, "base_image", base_name, "rootfs_bytes",
-		      (json_int_t)tpl_tree_bytes, "disk_bytes", (json_int_t)ds.st_size,
-		      "disk_allocated_bytes", (json_int_t)ds.st_blocks * 512, "build_seconds",
-		      (double)(clock_wall_ms() - t0) / 1000.0, "built_at", when),
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:s}", "name", entry, "kind",
+		      "template-image", "hash", j->image_key, "template", j->recipe.name, "layer",
+		      layer_entry, "base_image", base_name, "rootfs_bytes",
+		      (json_int_t)tpl_tree_bytes, "rootfs_entries", (json_int_t)tpl_tree_files,
+		      "build_seconds", (double)(clock_wall_ms() - t0) / 1000.0, "built_at", when),
 	    e);
+}
+
+/*
+ * An image's disk.ext4 (what a microVM boots; a container needs none), made
+ * the first time a microVM needs it: mkfs.ext4 -d of the tree, as
+ * rootfs/build-image makes its images' (the tree plus 20% and 256 MiB,
+ * sparse), into a temporary file renamed into place, under the image's
+ * lock so two microVMs never make it twice.
+ */
+int tpl_image_disk(struct core_templates *t, const char *entry, struct err *e)
+{
+	char dir[TPL_DIR_MAX + 100], disk[TPL_DIR_MAX + 128], tmp[TPL_DIR_MAX + 160],
+	    rootfs[TPL_DIR_MAX + 128], log[TPL_DIR_MAX + 128];
+	if (tpl_path(t, entry, dir, sizeof dir, e) < 0)
+		return -1;
+	snprintf(disk, sizeof disk, "%s/disk.ext4", dir);
+	if (access(disk, F_OK) == 0)
+		return 0;
+	char lockname[64], lockpath[TPL_DIR_MAX + 64];
+	snprintf(lockname, sizeof lockname, ".tpl-%.16s.lock", entry + strlen("tpl-image-"));
+	if (tpl_path(t, lockname, lockpath, sizeof lockpath, e) < 0)
+		return -1;
+	int lock = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0) {
+		if (lock >= 0)
+			close(lock);
+		return err_set(e, ERR_UNAVAILABLE, "template image: cannot lock %s: %s", lockpath,
+			       strerror(errno));
+	}
+	int rc = 0;
+	if (access(disk, F_OK) < 0) {
+		snprintf(rootfs, sizeof rootfs, "%s/rootfs", dir);
+		snprintf(tmp, sizeof tmp, "%s/.disk.ext4.new", dir);
+		snprintf(log, sizeof log, "%s/.mkfs.log", dir);
+		int64_t t0 = clock_wall_ms();
+		tpl_tree_measure(rootfs);
+		uint64_t size_mib = tpl_tree_bytes * 12 / 10 / 1048576 + 256;
+		char size[32], inodes[32];
+		snprintf(size, sizeof size, "%lluM", (unsigned long long)size_mib);
+		snprintf(inodes, sizeof inodes, "%llu",
+			 (unsigned long long)(tpl_tree_files * 3 / 2 + 16384));
+		char *trunc[] = {"truncate", "-s", size, "--", tmp, NULL};
+		char *mkfs[] = {"mkfs.ext4",
+				"-q",
+				"-F",
+				"-L",
+				"cubicle-root",
+				"-m",
+				"0",
+				"-N",
+				inodes,
+				"-E",
+				"lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0",
+				"-d",
+				rootfs,
+				tmp,
+				NULL};
+		unlink(tmp);
+		rc = drv_run(trunc, log, "template image", e) < 0 ||
+			     drv_run(mkfs, log, "template image: mkfs.ext4 -d", e) < 0
+			 ? -1
+			 : 0;
+		if (rc == 0 && rename(tmp, disk) < 0)
+			rc = err_set(e, ERR_UNAVAILABLE, "template image: cannot rename %s: %s",
+				     tmp, strerror(errno));
+		unlink(tmp);
+		unlink(log);
+		if (rc == 0)
+			fprintf(stderr,
+				"cubicled: templates: %s: the microVM disk made in %.1f s\n", entry,
+				(double)(clock_wall_ms() - t0) / 1000.0);
+	}
+	close(lock);
+	return rc;
 }
 
 static int tpl_image(struct tpl_job *j, const char *layer_entry, const char *entry, struct err *e)

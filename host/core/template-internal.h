@@ -142,6 +142,8 @@ bool tpl_cache_has(const struct core_templates *t, const char *entry);
  * j->image_entry, j->layer_bytes, j->build_ms; -1 with e.
  */
 int tpl_cache_build(struct tpl_job *j, struct err *e);
+/* Makes image entry's disk.ext4 (a microVM's /dev/vda) if it has none. */
+int tpl_image_disk(struct core_templates *t, const char *entry, struct err *e);
 /* Removes unused layers and images past --template-cache-keep (the newest
  * are kept, and any a template of this cubicled or a running container
  * uses, and job j's, which was just built or hit). */

@@ -749,7 +749,8 @@ int core_template_resolve(struct core *c, const char *ws, const char *name, char
 	return rc;
 }
 
-int core_template_image(struct core *c, const char *id, char *dir, size_t len, struct err *e)
+int core_template_image(struct core *c, const char *id, bool vm, char *dir, size_t len,
+			struct err *e)
 {
 	struct store_template row;
 	if (store_template_get(c->store, id, &row, e) < 0)
@@ -764,8 +765,11 @@ int core_template_image(struct core *c, const char *id, char *dir, size_t len, s
 			     "its template %s's image is no longer in the cache: it is being built "
 			     "again; start it once GET /v1/templates/%s?wait=ready says ready",
 			     row.name, row.name);
-	} else if (snprintf(dir, len, "%s/%s", c->tpl->cache, row.image) >= (int)len)
+	} else if (snprintf(dir, len, "%s/%s", c->tpl->cache, row.image) >= (int)len) {
 		rc = err_set(e, ERR_INTERNAL, "the template's image path is too long");
+	} else if (vm) {
+		rc = tpl_image_disk(c->tpl, row.image, e);
+	}
 	store_template_clear(&row);
 	return rc;
 }

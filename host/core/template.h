@@ -83,9 +83,11 @@ int core_template_json_by_id(struct core *c, const char *id, json_t **out, struc
  */
 int core_template_resolve(struct core *c, const char *ws, const char *name, char id[40],
 			  char base[16], bool *global, struct err *e);
-/* The image directory of template id (for a boot); ERR_CONFLICT when its
+/* The image directory of template id (for a boot; vm: a microVM's, whose
+ * disk.ext4 is made now if the image has none yet); ERR_CONFLICT when its
  * image is gone from the cache (a rebuild is started). */
-int core_template_image(struct core *c, const char *id, char *dir, size_t len, struct err *e);
+int core_template_image(struct core *c, const char *id, bool vm, char *dir, size_t len,
+			struct err *e);
 
 /*
  * cubicled --build-templates: builds the built-in templates (or finds them
