@@ -27,6 +27,11 @@ struct envd {
 	gid_t run_as_gid;
 	const char *run_as_home; /* HOME for client commands, NULL = inherit */
 
+	/* envd --guest: the guest's root agent in a cubicle computer, which may
+	 * change the guest's system (the package helper, POST /v1/setup).
+	 * Never on a machine you bring or a development desktop. */
+	bool guest;
+
 	size_t max_body;      /* largest request body accepted for actions */
 	size_t max_read_file; /* read_file's limit; larger files use /v1/files */
 };

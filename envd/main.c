@@ -27,8 +27,11 @@
 #include "connect.h"
 #include "desk.h"
 #include "envd.h"
+#include "pkg-sock.h"
 #include "server.h"
 #include "session.h"
+#include "procview.h"
+#include "userenv.h"
 #include "vnc.h"
 
 static struct server *main_server;
@@ -71,6 +74,10 @@ static void main_usage(FILE *to)
 	      "  --vnc unix:PATH     serve the display over RFB (VNC) on this UNIX socket\n"
 	      "  --vnc port:DEV      ... or on this virtio-serial port (default in a microVM:\n"
 	      "                      the port named cubicle.vnc, if any)\n"
+	      "  --guest             the root agent of a cubicle computer: serve the user's\n"
+	      "                      package helper (" PKG_SOCK_DEFAULT ") and the host's\n"
+	      "                      setup (POST /v1/setup)\n"
+	      "  --sizes SPEC        serve the container's size files (guest/procview.h)\n"
 	      "  --max-body BYTES    largest action request body (default 64 MiB)\n"
 	      "  --max-read-file BYTES  read_file's limit (default 16 MiB)\n"
 	      "  --version           print the version\n"
@@ -164,6 +171,8 @@ int main(int argc, char **argv)
 	    {"vnc", required_argument, NULL, 'v'},
 	    {"connect", required_argument, NULL, 'C'},
 	    {"credential-file", required_argument, NULL, 'F'},
+	    {"guest", no_argument, NULL, 'G'},
+	    {"sizes", required_argument, NULL, 'S'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -171,6 +180,11 @@ int main(int argc, char **argv)
 	/* Not an option for people: envd runs itself so to read a11y trees. */
 	if (argc == 2 && strcmp(argv[1], "--a11y-tree") == 0)
 		a11y_helper_main();
+	/* The user's apt-get and apt in a guest are envd under those names. */
+	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	if (strcmp(base, "apt-get") == 0 || strcmp(base, "apt") == 0)
+		pkg_client_main(base, argc, argv);
+	const char *sizes_spec = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -221,6 +235,12 @@ int main(int argc, char **argv)
 		case 'F':
 			cred_file = optarg;
 			break;
+		case 'G':
+			env.guest = true;
+			break;
+		case 'S':
+			sizes_spec = optarg;
+			break;
 		case 'V':
 			printf("envd %s\n", CUBICLE_VERSION);
 			return 0;
@@ -236,6 +256,21 @@ int main(int argc, char **argv)
 		main_usage(stderr);
 		return 2;
 	}
+	if (connect_url && env.guest) {
+		fprintf(stderr, "envd: --guest is for cubicle's own computers, not --connect\n");
+		return 2;
+	}
+	/* The size files first: anything that reads them before they are
+	 * served waits for them. */
+	if (sizes_spec) {
+		struct procview_opts so;
+		struct err se = {0};
+		if (procview_parse(sizes_spec, &so, &se) < 0 || procview_start(&so, &se) < 0) {
+			fprintf(stderr, "envd: %s\n", se.message);
+			return 1;
+		}
+	}
+	userenv_load(NULL);
 	char *token = token_file ? main_read_token(token_file) : NULL;
 	if (token_file && !token)
 		return 2;
@@ -278,6 +313,11 @@ int main(int argc, char **argv)
 	}
 
 	signal(SIGPIPE, SIG_IGN);
+	if (env.guest) {
+		struct err pe = {0};
+		if (pkg_sock_start(PKG_SOCK_DEFAULT, &pe) < 0)
+			fprintf(stderr, "envd: no package helper: %s\n", pe.message);
+	}
 	/* Children we launch are reaped by whoever waits for them (shell.c
 	 * waits for its own; launch.c double-forks). */
 

@@ -26,6 +26,7 @@
 #include "httpd.h"
 #include "ident.h"
 #include "session.h"
+#include "setup.h"
 
 struct server {
 	struct envd *env;
@@ -94,6 +95,41 @@ static void server_clock(void *ctx, struct httpd_request *req, struct httpd_resp
 		return;
 	}
 	httpd_respond_json(resp, 200, json_pack("{s:b}", "ok", 1));
+}
+
+/*
+ * POST /v1/setup: the host's settings for the guest at each start (the
+ * operator's CA certificates, the pip index, the npm registry:
+ * guest/setup.h). Like /v1/clock, only the host calls it (cubicled's proxy
+ * does not forward it), and only an envd started with --guest takes it:
+ * 409 elsewhere (a machine you bring keeps its owner's settings).
+ */
+static void server_setup(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct server *srv = ctx;
+	struct err e = {0};
+	if (!srv->env->guest) {
+		err_set(&e, ERR_CONFLICT, "this envd does not manage its system (no --guest)");
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	json_error_t je;
+	json_t *body = json_loadb(req->body ? req->body : "", req->body_len, 0, &je);
+	if (!json_is_object(body)) {
+		json_decref(body);
+		err_set(&e, ERR_BAD_REQUEST, "the body must be a JSON object");
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	json_t *answer = NULL;
+	int rc = setup_apply(body, &answer, &e);
+	json_decref(body);
+	if (rc < 0) {
+		fprintf(stderr, "envd: setup: %s\n", e.message);
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	httpd_respond_json(resp, 200, answer);
 }
 
 static void server_action(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -307,6 +343,14 @@ static int server_route(void *ctx, struct httpd_request *req, struct httpd_route
 		if (req->method != HTTPD_POST)
 			return err_set(e, ERR_BAD_REQUEST, "/v1/clock answers POST only");
 		route->handler = server_clock;
+		return 0;
+	}
+	if (strcmp(req->path, "/v1/setup") == 0) {
+		if (req->method != HTTPD_POST)
+			return err_set(e, ERR_BAD_REQUEST, "/v1/setup answers POST only");
+		route->handler = server_setup;
+		route->body = HTTPD_BODY_MEMORY;
+		route->max_body = 2u << 20;
 		return 0;
 	}
 	if (strncmp(req->path, "/v1/actions/", 12) == 0) {

@@ -26,6 +26,7 @@
 #include "token.h"
 #include "core.h"
 #include "guest-net.h"
+#include "guest-setup.h"
 #include "store.h"
 
 /* What SIGTERM/SIGINT stop; NULL once the server is being torn down, so a
@@ -107,6 +108,13 @@ static void main_usage(FILE *to)
 	      "  --template-cache-keep N   unused template layers and images kept (default 16)\n"
 	      "  --build-templates         build the built-in templates into the cache and exit\n"
 	      "                            (make images; no --state-dir needed)\n"
+	      "  --guest-ca-certs DIR      CA certificates (*.crt, PEM) every guest trusts\n"
+	      "                            besides Debian's (default\n"
+	      "                            /usr/local/share/ca-certificates; none = none)\n"
+	      "  --pip-index-url URL       the package index pip uses in guests (default PyPI)\n"
+	      "  --npm-registry URL        the registry npm uses in guests (default npm's)\n"
+	      "  --guest-sizes on|off      whether containers show their size in nproc, /proc\n"
+	      "                            and uptime (default on; off: the host's)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -229,6 +237,8 @@ int main(int argc, char **argv)
 	    .body_min_rate = 16384,
 	};
 	static struct guest_net_list egress_allow, egress_deny;
+	const char *guest_ca_dir = GUEST_CA_DEFAULT_DIR, *pip_index_url = NULL,
+		   *npm_registry = NULL;
 	struct core_config cfg = {
 	    .rates = {.unit_nanodollars_per_s = 15000, .stopped_nanodollars_per_s = 0},
 	    .default_idle_s = 600,
@@ -280,16 +290,20 @@ int main(int argc, char **argv)
 	    {"header-timeout", required_argument, NULL, 0x206},
 	    {"body-timeout", required_argument, NULL, 0x207},
 	    {"body-min-rate", required_argument, NULL, 0x208},
-	    {"templates", required_argument, NULL, 0x300},
-	    {"template-cache", required_argument, NULL, 0x301},
-	    {"max-template-builds", required_argument, NULL, 0x302},
-	    {"max-templates-per-workspace", required_argument, NULL, 0x303},
-	    {"template-max-mb", required_argument, NULL, 0x304},
-	    {"template-build-timeout", required_argument, NULL, 0x305},
-	    {"template-cache-keep", required_argument, NULL, 0x306},
-	    {"build-templates", no_argument, NULL, 0x307},
+	    {"templates", required_argument, NULL, 0x400},
+	    {"template-cache", required_argument, NULL, 0x401},
+	    {"max-template-builds", required_argument, NULL, 0x402},
+	    {"max-templates-per-workspace", required_argument, NULL, 0x403},
+	    {"template-max-mb", required_argument, NULL, 0x404},
+	    {"template-build-timeout", required_argument, NULL, 0x405},
+	    {"template-cache-keep", required_argument, NULL, 0x406},
+	    {"build-templates", no_argument, NULL, 0x407},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
+	    {"guest-ca-certs", required_argument, NULL, 0x300},
+	    {"pip-index-url", required_argument, NULL, 0x301},
+	    {"npm-registry", required_argument, NULL, 0x302},
+	    {"guest-sizes", required_argument, NULL, 0x303},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -447,33 +461,33 @@ int main(int argc, char **argv)
 			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
 			break;
 			break;
-		case 0x300:
+		case 0x400:
 			cfg.templates.builtin_dir = optarg;
 			break;
-		case 0x301:
+		case 0x401:
 			cfg.templates.cache_dir = optarg;
 			break;
-		case 0x302:
+		case 0x402:
 			cfg.templates.max_builds =
 			    (int)main_number(optarg, "--max-template-builds", 1, 64);
 			break;
-		case 0x303:
+		case 0x403:
 			cfg.templates.max_per_workspace =
 			    (int)main_number(optarg, "--max-templates-per-workspace", 1, 100000);
 			break;
-		case 0x304:
+		case 0x404:
 			cfg.templates.max_mb =
 			    main_number(optarg, "--template-max-mb", 16, 1 << 20);
 			break;
-		case 0x305:
+		case 0x405:
 			cfg.templates.timeout_s =
 			    (int)main_number(optarg, "--template-build-timeout", 10, 86400);
 			break;
-		case 0x306:
+		case 0x406:
 			cfg.templates.cache_keep =
 			    (int)main_number(optarg, "--template-cache-keep", 0, 100000);
 			break;
-		case 0x307:
+		case 0x407:
 			build_templates = true;
 			break;
 		case 'A':
@@ -487,6 +501,22 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 0x300:
+			guest_ca_dir = optarg;
+			break;
+		case 0x301:
+			pip_index_url = optarg;
+			break;
+		case 0x302:
+			npm_registry = optarg;
+			break;
+		case 0x303:
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				fprintf(stderr, "cubicled: --guest-sizes takes on or off\n");
+				return 2;
+			}
+			cfg.host_sizes = strcmp(optarg, "off") == 0;
+			break;
 		case 'V':
 			printf("cubicled %s\n", CUBICLE_VERSION);
 			return 0;
@@ -510,6 +540,24 @@ int main(int argc, char **argv)
 		snprintf(templates_dir, sizeof templates_dir, "%s/../templates", bin_dir);
 		cfg.templates.builtin_dir = templates_dir;
 	}
+	/* What every guest is told at each start (guest-setup.h). */
+	char *guest_setup = NULL;
+	{
+		struct err ge = {0};
+		int ncerts, nfiles;
+		if (guest_setup_build(guest_ca_dir, pip_index_url, npm_registry, &guest_setup,
+				      &ncerts, &nfiles, &ge) < 0) {
+			fprintf(stderr, "cubicled: %s\n", ge.message);
+			return 2;
+		}
+		if (ncerts)
+			fprintf(stderr,
+				"cubicled: guests trust %d CA certificate%s from %s (%d file%s)\n",
+				ncerts, ncerts == 1 ? "" : "s", guest_ca_dir, nfiles,
+				nfiles == 1 ? "" : "s");
+		cfg.guest_setup = guest_setup;
+		cfg.templates.guest_setup = guest_setup; /* a template's build is told it too */
+	}
 	if (build_templates && optind == argc) {
 		/* make images: the built-in templates into the cache. */
 		char images_path[PATH_MAX + 16];
@@ -518,8 +566,10 @@ int main(int argc, char **argv)
 		else
 			snprintf(images_path, sizeof images_path, "%s/../images", bin_dir);
 		struct err be = {0};
-		if (core_templates_build_builtin(&cfg.templates, images_path, &egress_allow,
-						 &egress_deny, &be) < 0) {
+		int brc = core_templates_build_builtin(&cfg.templates, images_path, &egress_allow,
+						       &egress_deny, &be);
+		free(guest_setup);
+		if (brc < 0) {
 			fprintf(stderr, "cubicled: %s\n", be.message);
 			return 1;
 		}
@@ -645,5 +695,6 @@ int main(int argc, char **argv)
 	core_close(core);
 	store_close(store);
 	free(admin);
+	free(guest_setup);
 	return 0;
 }

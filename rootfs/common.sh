@@ -14,8 +14,11 @@
 # Debian packages holding envd's shared libraries).
 COMMON_PACKAGES=(
 	bash coreutils ca-certificates curl python3 tini tzdata
-	procps less iproute2 xz-utils unzip
+	procps less iproute2 xz-utils unzip git
 	e2fsprogs # resize2fs: cubicle-init grows the root to the VM's disk size
+	# What the user installs with, without root (common_user_tools): pip
+	# and venv, Node.js (npm itself is npm's own package: rootfs/npm).
+	python3-pip python3-venv nodejs
 )
 
 # Writes stdin to the tree file $2 (mode $3, default 0644), replacing it.
@@ -137,6 +140,77 @@ common_configure() {
 	rm -f "$root"/etc/rc[0-6S].d/[SK]*
 
 	common_init_script "$root"
+	common_user_tools "$root"
+}
+
+# The user's own package tools, all without root (rootfs/README.md, "Installing
+# software"): a default virtual environment first on PATH that also sees
+# Debian's Python packages, npm with a global prefix in the home, the
+# package helper's apt-get and apt (envd, which asks the root side of envd
+# over /run/envd/pkg.sock), and the variables tools read for the trust
+# store (the operator's certificates are added at each start by envd).
+# The variables live in /etc/cubicle/user.env: every process envd runs as
+# the user gets them, envd itself never (a user-writable directory on
+# root's PATH would let the user plant programs root runs).
+# $NPM_TREE (build-image) holds npm, installed from rootfs/npm's lock.
+common_user_tools() {
+	local root=$1 home=/home/user
+	[[ -d ${NPM_TREE:-}/node_modules/npm ]] || die "no npm tree staged (NPM_TREE=${NPM_TREE:-})"
+
+	# npm: its own package bundles what it needs (Debian's npm depends on
+	# ~340 node-* packages, 230 MB more). Its built-in config (an npmrc in
+	# its directory) sends global installs to the home and reads the
+	# global config the operator's registry goes into (/etc/npmrc).
+	rm -rf "$root/usr/local/lib/node_modules/npm"
+	mkdir -p "$root/usr/local/lib/node_modules"
+	cp -R "$NPM_TREE/node_modules/npm" "$root/usr/local/lib/node_modules/npm"
+	chown -R root:root "$root/usr/local/lib/node_modules/npm"
+	chmod -R u+rwX,go+rX,go-w "$root/usr/local/lib/node_modules/npm"
+	ln -sfn ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/local/bin/npm"
+	ln -sfn ../lib/node_modules/npm/bin/npx-cli.js "$root/usr/local/bin/npx"
+	put "$root" /usr/local/lib/node_modules/npm/npmrc <<-'EOF'
+		globalconfig=/etc/npmrc
+		prefix=${HOME}/.npm-global
+		update-notifier=false
+		fund=false
+		audit=false
+	EOF
+	put "$root" /etc/npmrc <<<"# cubicle: envd writes the operator's registry here at each start (cubicled --npm-registry)"
+
+	# The default virtual environment: pip installs land in the home, and
+	# Debian's python3-* packages stay visible. Debian's pip serves it
+	# (--without-pip saves a 15 MB copy); `pip install -U pip` puts a newer
+	# one in the environment, which then wins.
+	in_chroot "$root" python3 -m venv --system-site-packages --without-pip $home/.venv
+	local pip
+	for pip in pip pip3 pip3.11; do
+		put "$root" $home/.venv/bin/$pip 0755 <<-EOF
+			#!$home/.venv/bin/python3
+			# cubicle: Debian's pip for the default environment (rootfs/common.sh).
+			import sys
+			from pip._internal.cli.main import main
+			sys.exit(main())
+		EOF
+	done
+	mkdir -p "$root$home/.npm-global/bin" "$root$home/.local/bin"
+	chown -R 1000:1000 "$root$home/.venv" "$root$home/.npm-global" "$root$home/.local"
+
+	# apt-get and apt for the user: envd's package helper (envd/pkg/).
+	ln -sfn envd "$root/usr/local/bin/apt-get"
+	ln -sfn envd "$root/usr/local/bin/apt"
+
+	# The operator's certificates, alone, for Node (empty until envd's
+	# setup writes them; Node takes an empty file without a warning).
+	put "$root" /etc/ssl/cubicle-operator.pem </dev/null
+	put "$root" /etc/cubicle/user.env <<-EOF
+		PATH=$home/.venv/bin:$home/.npm-global/bin:$home/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+		VIRTUAL_ENV=$home/.venv
+		PIP_DISABLE_PIP_VERSION_CHECK=1
+		SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+		REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+		PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+		NODE_EXTRA_CA_CERTS=/etc/ssl/cubicle-operator.pem
+	EOF
 }
 
 # /sbin/cubicle-init, PID 1 of the microVM: mounts, hostname, network, the
@@ -251,7 +325,9 @@ common_init_script() {
 		sed 's/cubicle\.token=[^ ]*/cubicle.token=-/' /proc/cmdline >/run/cmdline
 		mount --bind -o ro /run/cmdline /proc/cmdline
 
-		set -- --listen tcp:0.0.0.0:7777 --token-file /run/envd.token --user user
+		# --guest: envd is this computer's root agent (the user's package
+		# helper, the host's setup at each start: envd/guest/).
+		set -- --listen tcp:0.0.0.0:7777 --token-file /run/envd.token --user user --guest
 		case "$session" in
 		"" | none) ;;
 		*) set -- "$@" --session "$session" ;;

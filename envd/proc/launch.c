@@ -17,6 +17,7 @@
  * exec succeeded.
  */
 #include "launch.h"
+#include "userenv.h"
 #include "clock.h"
 
 #include <errno.h>
@@ -444,19 +445,26 @@ oom:
 
 /* ---- starting it ---- */
 
-/* The child's environment: envd's, with DISPLAY, HOME, USER, LOGNAME set. */
+/* The child's environment: envd's, with the user's (userenv.h) when it runs
+ * as the user, and DISPLAY, HOME, USER, LOGNAME set (later ones win). */
 static char **launch_environment(const struct launch_opts *o, const struct passwd *pw)
 {
 	size_t n = 0;
 	while (environ[n])
 		n++;
-	char **env = calloc(n + 5, sizeof *env);
-	if (!env)
-		return NULL;
-	size_t k = 0;
-	char *extra[4] = {0};
+	char *extra[USERENV_MAX + 4] = {0};
 	size_t nextra = 0;
 	bool ok = true;
+	const char *const *uenv = pw ? userenv_entries() : NULL;
+	for (size_t i = 0; uenv && uenv[i] && nextra < USERENV_MAX; i++)
+		ok &= (extra[nextra++] = strdup(uenv[i])) != NULL;
+	char **env = calloc(n + nextra + 5, sizeof *env);
+	if (!env) {
+		for (size_t j = 0; j < nextra; j++)
+			free(extra[j]);
+		return NULL;
+	}
+	size_t k = 0;
 	if (o->display)
 		ok &= asprintf(&extra[nextra++], "DISPLAY=%s", o->display) >= 0;
 	if (o->as.home)
@@ -475,7 +483,11 @@ static char **launch_environment(const struct launch_opts *o, const struct passw
 			ok = false;
 	}
 	for (size_t j = 0; j < nextra; j++) {
-		if (ok && extra[j])
+		bool later = false; /* a later entry sets the same variable */
+		size_t kl = extra[j] ? strcspn(extra[j], "=") + 1 : 0;
+		for (size_t m = j + 1; m < nextra && !later; m++)
+			later = kl && extra[m] && strncmp(extra[m], extra[j], kl) == 0;
+		if (ok && extra[j] && !later)
 			env[k++] = extra[j];
 		else
 			free(extra[j]);

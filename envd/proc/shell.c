@@ -43,6 +43,7 @@
  * this thread blocks SIGPIPE while it runs and consumes the one it caused.
  */
 #include "shell.h"
+#include "userenv.h"
 #include "clock.h"
 
 #include <errno.h>
@@ -324,10 +325,19 @@ static int shell_env_build(const struct shell_opts *o, const char *user, struct 
 					 "env: '%.80s' is not KEY=VALUE with a non-empty KEY", kv);
 		nextra++;
 	}
-	se->added = calloc(nextra + 3, sizeof *se->added);
+	/* The image's environment for the user (userenv.h), only for a
+	 * command that runs as someone else than envd. */
+	const char *const *uenv = o->as.uid != (uid_t)-1 ? userenv_entries() : NULL;
+	size_t nuser = 0;
+	while (uenv && uenv[nuser])
+		nuser++;
+	se->added = calloc(nuser + nextra + 3, sizeof *se->added);
 	if (!se->added)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	/* Added entries, in order of increasing priority; duplicates resolved below. */
+	for (size_t i = 0; i < nuser; i++)
+		if (!(se->added[se->nadded++] = strdup(uenv[i])))
+			goto oom;
 	if (o->as.home && asprintf(&se->added[se->nadded++], "HOME=%s", o->as.home) < 0)
 		goto oom;
 	if (user && *user) {

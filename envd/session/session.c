@@ -20,6 +20,7 @@
  * requested size if larger) and is set to the requested size at once.
  */
 #include "session.h"
+#include "userenv.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -159,6 +160,19 @@ static int session_build_env(struct session *s, struct err *e)
 	if (s->o.user && (session_env_set(s, &n, &cap, "USER", s->o.user) < 0 ||
 			  session_env_set(s, &n, &cap, "LOGNAME", s->o.user) < 0))
 		goto oom;
+
+	/* The user's environment from the image (userenv.h): the session's
+	 * processes only, never envd's own (no setenv). */
+	for (const char *const *u = userenv_entries(); *u; u++) {
+		const char *eq = strchr(*u, '=');
+		char key[256];
+		if (!eq || (size_t)(eq - *u) >= sizeof key)
+			continue;
+		memcpy(key, *u, (size_t)(eq - *u));
+		key[eq - *u] = '\0';
+		if (session_env_set(s, &n, &cap, key, eq + 1) < 0)
+			goto oom;
+	}
 
 	FILE *f = fopen(s->o.env_file ? s->o.env_file : "/etc/cubicle/session.env", "r");
 	if (f) {

@@ -213,6 +213,7 @@ static void core_driver_computer(struct core *c, struct store_computer *sc, stru
 	dc->memory_mb = sz ? sz->memory_mb : 1024;
 	dc->disk_mb = sz ? sz->disk_mb : 0;
 	dc->pids_max = sz ? sz->pids_max : 1024;
+	dc->host_sizes = c->cfg.host_sizes;
 	if (!sc->driver_state)
 		sc->driver_state = json_object();
 	dc->state = sc->driver_state;
@@ -287,6 +288,29 @@ static int core_wait_ready(struct core *c, const char *address, const char *toke
 		       c->cfg.ready_timeout_s, last.message[0] ? ": " : "", last.message);
 }
 
+/* Tells the guest the operator's settings (guest-setup.h), before it counts
+ * as running; an envd that refuses them fails the start with its reason. */
+static int core_guest_setup(struct core *c, const char *address, const char *token, struct err *e)
+{
+	struct envd_reply r;
+	struct err te = {0};
+	if (envd_setup(address, token, c->cfg.guest_setup, strlen(c->cfg.guest_setup), 30000, &r,
+		       &te) < 0)
+		return err_set(e, ERR_UNAVAILABLE, "setting up the guest failed: %s", te.message);
+	int rc = 0;
+	if (r.status != 200) {
+		json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+		const char *msg =
+		    json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+		rc = err_set(e, ERR_UNAVAILABLE,
+			     "setting up the guest failed: its agent answered %d: %.300s", r.status,
+			     msg ? msg : "(no message)");
+		json_decref(j);
+	}
+	envd_reply_free(&r);
+	return rc;
+}
+
 /*
  * Boots a computer that is provisioning or starting: driver start, wait
  * for envd, running. On failure the computer ends in error with the reason
@@ -327,7 +351,10 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 		if (r)
 			core_rt_addresses(ops, r, &dc, address);
 		pthread_mutex_unlock(&c->lock);
-		rc = core_wait_ready(c, address, sc->envd_token, &de);
+		if (ops->guest_setup && c->cfg.guest_setup)
+			rc = core_guest_setup(c, address, sc->envd_token, &de);
+		if (rc == 0)
+			rc = core_wait_ready(c, address, sc->envd_token, &de);
 	}
 	if (rc < 0) {
 		struct err ignore;

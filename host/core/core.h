@@ -46,6 +46,11 @@ struct core_config {
 	const struct guest_net_list *egress_allow, *egress_deny; /* NULL = none */
 	/* Templates (template.h): where they are cached, their limits. */
 	struct core_template_config templates;
+	/* The body of every start's POST /v1/setup (guest-setup.h: the
+	 * operator's CA certificates, pip index, npm registry); NULL = none. */
+	const char *guest_setup;
+	/* --guest-sizes off: containers show the host's sizes (driver.h). */
+	bool host_sizes;
 };
 
 struct core;

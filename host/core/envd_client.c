@@ -159,6 +159,22 @@ int envd_action(const char *address, const char *token, const char *action, cons
 	return envd_perform(&q, r, e);
 }
 
+int envd_setup(const char *address, const char *token, const char *body, size_t len,
+	       long timeout_ms, struct envd_reply *r, struct err *e)
+{
+	memset(r, 0, sizeof *r);
+	char url[400];
+	struct httpc_request q = HTTPC_REQUEST_INIT;
+	if (envd_request(&q, address, token, "/v1/setup", url, sizeof url, e) < 0)
+		return -1;
+	q.method = "POST";
+	q.body = body;
+	q.body_len = len;
+	q.body_type = "application/json";
+	q.timeout_ms = timeout_ms;
+	return envd_perform(&q, r, e);
+}
+
 int envd_health(const char *address, const char *token, long timeout_ms, struct envd_reply *r,
 		struct err *e)
 {

@@ -49,6 +49,11 @@ struct envd_limits envd_get_limits(void);
 int envd_action(const char *address, const char *token, const char *action, const char *body,
 		size_t len, long timeout_s, struct envd_reply *r, struct err *e);
 
+/* POST /v1/setup with a JSON body (host/core/guest-setup.h): the guest's
+ * settings at each start, within timeout_ms. */
+int envd_setup(const char *address, const char *token, const char *body, size_t len,
+	       long timeout_ms, struct envd_reply *r, struct err *e);
+
 /* GET /health. */
 int envd_health(const char *address, const char *token, long timeout_ms, struct envd_reply *r,
 		struct err *e);

@@ -82,19 +82,22 @@ static void core_note_resolution(struct core *c, const char *id, const char *ws,
 	store_computer_clear(&sc);
 }
 
-/* How long an action may take in envd: bash and python carry their own
- * timeout_s (envd's default 60 s when absent), and get 30 s more to answer;
- * every other action has envd_limits' deadline (0). */
+/* How long an action may take in envd: bash, python and install_packages
+ * carry their own timeout_s (envd's defaults 60 s and 600 s when absent),
+ * and get 30 s more to answer; every other action has envd_limits'
+ * deadline (0). */
 static long core_action_deadline(const char *action, const char *body, size_t len)
 {
-	if (strcmp(action, "bash") != 0 && strcmp(action, "python") != 0)
+	bool install = strcmp(action, "install_packages") == 0;
+	if (strcmp(action, "bash") != 0 && strcmp(action, "python") != 0 && !install)
 		return 0;
 	json_t *j = json_loadb(body ? body : "", len, 0, NULL);
 	json_t *t = json_object_get(j, "timeout_s");
 	long s =
 	    json_is_integer(t) && json_integer_value(t) > 0 && json_integer_value(t) <= 7 * 86400
 		? (long)json_integer_value(t)
-		: 60;
+	    : install ? 600
+		      : 60;
 	json_decref(j);
 	long dflt = envd_get_limits().action_s;
 	return s + 30 > dflt ? s + 30 : dflt;

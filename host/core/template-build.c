@@ -9,13 +9,19 @@
  * the guest seccomp filter, the cgroups of the build's size and the egress
  * policy of the workspace), and runs each step through envd:
  *
- *   1. files   written as root (write_file); those under /home/user become
- *              the user's
+ *   1. files   written as root (write_file)
  *   2. apt     apt-get update && apt-get install --no-install-recommends
  *   3. copy    (built-in recipes only) a host directory, as a tar
- *   4. pip     as the user, with the pip on the user's PATH
- *   5. npm     npm install -g, as root
- *   6. run     each shell step, as root, in /root
+ *   4. pip     pip install: the user's default virtual environment
+ *   5. npm     npm install -g: the user's npm prefix
+ *   6. run     each shell step
+ *
+ * Every step runs as root with the user's home (HOME, the working
+ * directory) and environment (/etc/cubicle/user.env: the virtual
+ * environment and the npm prefix first on PATH), and everything under
+ * /home/user is the user's at the end: what a recipe installs for the
+ * user's tools lands where they look. The build is told the operator's
+ * setup (CA certificates, pip index, npm registry) as every computer is.
  *
  * A step runs detached in the guest (setsid) writing its output to a file
  * under /tmp; the build reads the new bytes of that file every half second
@@ -51,6 +57,12 @@
 #define TPL_CHUNK	    (192 << 10) /* bytes of output read per poll */
 #define TPL_GUEST_DIR	    "/tmp/.cubicle-build"
 #define TPL_TAIL	    600 /* bytes of a failed step's output quoted in its error */
+/* Steps run as root with the user's home and environment (envd gives a
+ * command the image's /etc/cubicle/user.env: the default virtual
+ * environment and the npm prefix first on PATH), so what pip and npm
+ * install lands where the user's tools find it; the home is the user's
+ * again at the end. */
+#define TPL_HOME "/home/user"
 
 /* The build computer and the talk with its envd. */
 struct tpl_guest {
@@ -171,12 +183,29 @@ static int tpl_guest_boot(struct tpl_guest *g, const char *work, struct err *e)
 		int ok = envd_health(g->address, g->token, 2000, &r, &he) == 0 && r.status == 200;
 		envd_reply_free(&r);
 		if (ok)
-			return 0;
+			break;
 		if (clock_wall_ms() > until)
 			return err_set(e, ERR_UNAVAILABLE,
 				       "the build's computer did not answer within 30 s: %s",
 				       he.message);
 	}
+	/* What every computer is told at its start (guest-setup.h): the
+	 * operator's CA certificates, pip index and npm registry, so a build
+	 * fetches what a computer could. */
+	const char *setup = j->t->cfg.guest_setup;
+	if (!setup || !g->ops->guest_setup)
+		return 0;
+	struct envd_reply r;
+	struct err se = {0};
+	int src = envd_setup(g->address, g->token, setup, strlen(setup), 30000, &r, &se);
+	if (src == 0 && r.status != 200)
+		src = err_set(&se, ERR_UNAVAILABLE, "its agent answered %d", r.status);
+	envd_reply_free(&r);
+	return src < 0 ? err_set(e, ERR_UNAVAILABLE,
+				 "setting up the build's computer (CA certificates, package "
+				 "index) failed: %s",
+				 se.message)
+		       : 0;
 }
 
 /* ---- envd -------------------------------------------------------------------------- */
@@ -221,8 +250,8 @@ static int tpl_guest_bash(struct tpl_guest *g, const char *cmd, long timeout_s, 
 {
 	json_t *a = NULL;
 	if (tpl_guest_call(g, "bash",
-			   json_pack("{s:s, s:i, s:s}", "command", cmd, "timeout_s", (int)timeout_s,
-				     "cwd", "/root"),
+			   json_pack("{s:s, s:i, s:s, s:{s:s}}", "command", cmd, "timeout_s",
+				     (int)timeout_s, "cwd", TPL_HOME, "env", "HOME", TPL_HOME),
 			   timeout_s + 30, &a, e) < 0)
 		return -1;
 	json_t *ec = json_object_get(a, "exit_code");
@@ -308,7 +337,7 @@ static int tpl_step(struct tpl_guest *g, const char *title, const char *script, 
 	if (tpl_guest_write(g, path, script, strlen(script), "0700", e) < 0)
 		return -1;
 	snprintf(cmd, sizeof cmd,
-		 "cd /root && setsid -f bash -c 'bash " TPL_GUEST_DIR "/%d.sh >" TPL_GUEST_DIR
+		 "setsid -f bash -c 'bash " TPL_GUEST_DIR "/%d.sh >" TPL_GUEST_DIR
 		 "/%d.log 2>&1 </dev/null; echo $? >" TPL_GUEST_DIR
 		 "/%d.rc.new && mv " TPL_GUEST_DIR "/%d.rc.new " TPL_GUEST_DIR
 		 "/%d.rc' </dev/null >/dev/null 2>&1",
@@ -407,7 +436,6 @@ static int tpl_step_files(struct tpl_guest *g, const json_t *files, struct err *
 {
 	const char *path;
 	json_t *content;
-	bool home = false;
 	g->step++;
 	tpl_log(g->j, "step %d of %d: %zu files", g->step, g->nsteps, json_object_size(files));
 	json_object_foreach((json_t *)files, path, content)
@@ -416,13 +444,8 @@ static int tpl_step_files(struct tpl_guest *g, const json_t *files, struct err *
 		if (tpl_guest_write(g, path, json_string_value(content),
 				    json_string_length(content), "0644", e) < 0)
 			return err_set(e, e->code, "file %s: %s", path, e->message);
-		home = home || strncmp(path, "/home/user/", 11) == 0;
 	}
-	if (!home)
-		return 0;
-	g->nsteps++;
-	return tpl_step(g, "the files under /home/user become the user's",
-			"chown -R -h user:user /home/user", e);
+	return 0; /* those under /home/user become the user's at the end */
 }
 
 /* The built-in recipe's host directory, as a tar the guest unpacks. */
@@ -485,9 +508,11 @@ static int tpl_steps(struct tpl_guest *g, const char *work, struct err *e)
 		words = tpl_words(apt);
 		tpl_title(title, sizeof title, "apt-get install", apt);
 		if (words && asprintf(&script,
+				      /* Debian's apt-get, not the user's helper
+				       * (/usr/local/bin/apt-get): the build is root. */
 				      "export DEBIAN_FRONTEND=noninteractive\n"
-				      "apt-get update -q || exit\n"
-				      "apt-get install -y -q --no-install-recommends "
+				      "/usr/bin/apt-get update -q || exit\n"
+				      "/usr/bin/apt-get install -y -q --no-install-recommends "
 				      "-o Dpkg::Use-Pty=0 %s\n",
 				      words) < 0)
 			script = NULL;
@@ -499,11 +524,10 @@ static int tpl_steps(struct tpl_guest *g, const char *work, struct err *e)
 	if (rc == 0 && pip) {
 		words = tpl_words(pip);
 		tpl_title(title, sizeof title, "pip install", pip);
-		/* As the user, with the pip its login shell finds. */
-		if (words && asprintf(&script,
-				      "exec runuser -u user -- bash -lc 'cd && exec pip install "
-				      "--no-input --disable-pip-version-check \"$@\"' pip %s\n",
-				      words) < 0)
+		/* The user's pip: its default virtual environment (user.env). */
+		if (words &&
+		    asprintf(&script, "exec pip install --no-input --root-user-action=ignore %s\n",
+			     words) < 0)
 			script = NULL;
 		rc = script ? tpl_step(g, title, script, e) : err_set(e, ERR_INTERNAL, "oom");
 		free(words), free(script), words = script = NULL;
@@ -511,6 +535,7 @@ static int tpl_steps(struct tpl_guest *g, const char *work, struct err *e)
 	if (rc == 0 && npm) {
 		words = tpl_words(npm);
 		tpl_title(title, sizeof title, "npm install -g", npm);
+		/* Into the user's npm prefix (~/.npm-global, on its PATH). */
 		if (words && asprintf(&script,
 				      "exec npm install -g --no-audit --no-fund "
 				      "--no-update-notifier %s\n",
@@ -533,10 +558,12 @@ static int tpl_steps(struct tpl_guest *g, const char *work, struct err *e)
 	}
 	/* What a build leaves that no computer needs. */
 	if (rc == 0)
-		rc = tpl_step(g, "clean up (apt lists and downloads, caches)",
+		rc = tpl_step(g,
+			      "clean up (apt lists and downloads, caches); the home is the user's",
 			      "rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin "
-			      "/var/cache/apt/archives/*.deb /root/.cache /root/.npm "
-			      "/home/user/.cache/pip /var/tmp/*\n",
+			      "/var/cache/apt/archives/*.deb /root/.cache /root/.npm " TPL_HOME
+			      "/.cache/pip " TPL_HOME "/.npm/_cacache /var/tmp/*\n"
+			      "chown -R -h user:user " TPL_HOME "\n",
 			      e);
 	return rc;
 }

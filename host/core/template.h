@@ -40,6 +40,10 @@ struct core_template_config {
 	long long max_mb;	 /* a layer's files: 4096 MiB */
 	int timeout_s;		 /* a build's whole time: 1800 s */
 	int cache_keep; /* unused layers and images kept in the cache: 16 (-1: the default) */
+	/* What every computer is told at its start (guest-setup.h: the
+	 * operator's CA certificates, pip index, npm registry), the builds
+	 * too; NULL = nothing. */
+	const char *guest_setup;
 };
 
 /* POST /v1/templates: checks the recipe, records the template and builds it

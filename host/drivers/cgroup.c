@@ -362,6 +362,33 @@ static int cgroup_each_pid(const struct cgroup_set *s, void (*fn)(pid_t))
 	return count;
 }
 
+int cgroup_open_memory(const struct cgroup_set *s, int *usage_fd, int *stat_fd, struct err *e)
+{
+	const char *usage = s->version == 2 ? "memory.current" : "memory.usage_in_bytes";
+	*usage_fd = *stat_fd = -1;
+	for (int i = 0; i < s->n; i++) {
+		if (!cgroup_file_exists(s->dirs[i], usage))
+			continue;
+		char path[512];
+		snprintf(path, sizeof(path), "%s/%s", s->dirs[i], usage);
+		*usage_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (*usage_fd < 0)
+			return err_set(e, ERR_UNAVAILABLE, "cgroup: cannot open %s: %s", path,
+				       strerror(errno));
+		snprintf(path, sizeof(path), "%s/memory.stat", s->dirs[i]);
+		*stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (*stat_fd < 0) {
+			int saved = errno;
+			close(*usage_fd);
+			*usage_fd = -1;
+			return err_set(e, ERR_UNAVAILABLE, "cgroup: cannot open %s: %s", path,
+				       strerror(saved));
+		}
+		return 0;
+	}
+	return err_set(e, ERR_UNAVAILABLE, "cgroup: the computer's group has no %s", usage);
+}
+
 bool cgroup_populated(const struct cgroup_set *s)
 {
 	return cgroup_each_pid(s, NULL) > 0;

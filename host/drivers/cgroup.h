@@ -60,6 +60,14 @@ int cgroup_create(const struct cgroup_set *s, const struct cgroup_limits *lim, s
 /* Moves process pid into every directory of the set. */
 int cgroup_attach(const struct cgroup_set *s, pid_t pid, struct err *e);
 
+/*
+ * Opens the group's memory usage (v1 memory.usage_in_bytes, v2
+ * memory.current) and memory.stat read-only, close-on-exec: what a
+ * container's /proc/meminfo is made from (envd/guest/sizes.h). -1 with e
+ * naming the file when one cannot be opened.
+ */
+int cgroup_open_memory(const struct cgroup_set *s, int *usage_fd, int *stat_fd, struct err *e);
+
 /* Whether any process is left in the set (a missing directory is empty). */
 bool cgroup_populated(const struct cgroup_set *s);
 

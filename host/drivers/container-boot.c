@@ -52,6 +52,10 @@
 #include "drvutil.h"
 #include "clock.h"
 
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
 /* What the launcher tells the caller, in one atomic pipe write. */
 struct boot_report {
 	int ok;
@@ -64,6 +68,17 @@ struct boot_report {
 
 /* Mounts the launcher hands init: the image tree, sysfs, the disk. */
 #define BOOT_MOUNTS 3
+
+/* What the launcher hands init for the size files (boot_sizes.fuse), in
+ * order: the four FUSE mounts, their four connections, the cgroup's memory
+ * usage and memory.stat. */
+#define BOOT_SIZES_FILES 4
+#define BOOT_SIZES_FDS	 (2 * BOOT_SIZES_FILES + 2)
+
+/* Where init mounts each size file, relative to the new root, in the order
+ * of BOOT_SIZES_FD_MEMINFO.. (container-boot.h). */
+static const char *const boot_sizes_targets[BOOT_SIZES_FILES] = {
+    "proc/meminfo", "proc/cpuinfo", "proc/stat", "sys/devices/system/cpu/online"};
 
 /* clone3's arguments, version 0 (64 bytes): the fields up to tls. */
 struct boot_clone_args {
@@ -111,15 +126,15 @@ static int boot_poll_in(int fd, int timeout_ms)
 
 /* ---- the guest's init, from clone to exec -------------------------------- */
 
-/* Receives the mounts the launcher made (the idmapped image tree, sysfs,
- * then the disk if any): how many, or -1 when it gave up. */
-static int boot_recv_mounts(int sock, int fds[BOOT_MOUNTS])
+/* Receives descriptors the launcher sends (at most max): how many, or -1
+ * when it gave up. */
+static int boot_recv_fds(int sock, int *fds, int max)
 {
 	char byte;
 	struct iovec iov = {&byte, 1};
 	union {
 		struct cmsghdr hdr;
-		char buf[CMSG_SPACE(BOOT_MOUNTS * sizeof(int))];
+		char buf[CMSG_SPACE(BOOT_SIZES_FDS * sizeof(int))];
 	} u;
 	struct msghdr msg = {.msg_iov = &iov,
 			     .msg_iovlen = 1,
@@ -133,7 +148,7 @@ static int boot_recv_mounts(int sock, int fds[BOOT_MOUNTS])
 		return -1;
 	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(sizeof(int)) ||
-	    c->cmsg_len > CMSG_LEN(BOOT_MOUNTS * sizeof(int)))
+	    c->cmsg_len > CMSG_LEN((size_t)max * sizeof(int)))
 		return -1;
 	int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
 	memcpy(fds, CMSG_DATA(c), (size_t)count * sizeof(int));
@@ -276,9 +291,13 @@ static void boot_init(const struct boot_plan *p, int sock, int lifeline)
 	/* Until the boot is done, a dying launcher takes init with it. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	int mounts[BOOT_MOUNTS] = {-1, -1, -1};
-	if (boot_recv_mounts(sock, mounts) < 2)
+	if (boot_recv_fds(sock, mounts, BOOT_MOUNTS) < 2)
 		_exit(1); /* the launcher gave up and says why itself */
 	int tree = mounts[0], sysfs = mounts[1], disk = mounts[2];
+	bool sizes = p->sizes && p->sizes->fuse;
+	int sz[BOOT_SIZES_FDS];
+	if (sizes && boot_recv_fds(sock, sz, BOOT_SIZES_FDS) != BOOT_SIZES_FDS)
+		_exit(1);
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		boot_die(sock, "make mounts private", errno, NULL);
@@ -323,6 +342,18 @@ static void boot_init(const struct boot_plan *p, int sock, int lifeline)
 	if (move_mount(sysfs, "", AT_FDCWD, "sys", MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		boot_die(sock, "attach sysfs", errno, NULL);
 	boot_dev(sock);
+	/* envd's sources, before the size files cover them, then the files. */
+	int proc_stat = -1, proc_cpuinfo = -1;
+	if (sizes) {
+		proc_stat = open("proc/stat", O_RDONLY | O_CLOEXEC);
+		proc_cpuinfo = open("proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+		if (proc_stat < 0 || proc_cpuinfo < 0)
+			boot_die(sock, "open /proc/stat and /proc/cpuinfo", errno, NULL);
+		for (int i = 0; i < BOOT_SIZES_FILES; i++)
+			if (move_mount(sz[i], "", AT_FDCWD, boot_sizes_targets[i],
+				       MOVE_MOUNT_F_EMPTY_PATH) < 0)
+				boot_die(sock, "mount the size file", errno, boot_sizes_targets[i]);
+	}
 	boot_proc_mask(sock);
 	boot_mount(sock, "tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	boot_mount(sock, "tmpfs", "run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
@@ -352,10 +383,30 @@ static void boot_init(const struct boot_plan *p, int sock, int lifeline)
 	/* From here the guest lives on its own: the launcher will exit. */
 	prctl(PR_SET_PDEATHSIG, 0);
 	/* Every other descriptor closes at exec; sock's closing tells the
-	 * launcher the exec happened. */
-	if (dup2(lifeline, 3) < 0 || syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0 ||
-	    fcntl(3, F_SETFD, 0) < 0)
+	 * launcher the exec happened. envd's size descriptors go to their fixed
+	 * numbers (container-boot.h) by way of high ones, so no dup2 overwrites
+	 * a descriptor still to be moved. */
+	int keep[1 + BOOT_SIZES_FDS], nkeep = 0;
+	keep[nkeep++] = lifeline;
+	if (sizes) {
+		for (int i = BOOT_SIZES_FILES; i < BOOT_SIZES_FDS - 2; i++)
+			keep[nkeep++] = sz[i]; /* the FUSE connections */
+		keep[nkeep++] = proc_stat;
+		keep[nkeep++] = proc_cpuinfo;
+		keep[nkeep++] = sz[BOOT_SIZES_FDS - 2];
+		keep[nkeep++] = sz[BOOT_SIZES_FDS - 1];
+	}
+	for (int i = 0; i < nkeep; i++)
+		if ((keep[i] = fcntl(keep[i], F_DUPFD_CLOEXEC, 64)) < 0)
+			boot_die(sock, "move descriptors", errno, NULL);
+	for (int i = 0; i < nkeep; i++)
+		if (dup2(keep[i], 3 + i) < 0)
+			boot_die(sock, "place descriptors", errno, NULL);
+	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
 		boot_die(sock, "close_range", errno, NULL);
+	for (int i = 0; i < nkeep; i++)
+		if (fcntl(3 + i, F_SETFD, 0) < 0)
+			boot_die(sock, "keep descriptors", errno, NULL);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		boot_die(sock, "no_new_privs", errno, NULL);
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p->filter) < 0)
@@ -398,17 +449,15 @@ static void boot_launch_fail(struct boot_launch *l, const char *fmt, ...)
 	_exit(1);
 }
 
-/* Hands init its mounts: the image tree, sysfs, and the disk when there is
- * one. */
-static void boot_send_mounts(struct boot_launch *l, int sock, int tree, int sysfs, int disk)
+/* Hands init n descriptors in one message. */
+static void boot_send_fds(struct boot_launch *l, int sock, const int *fds, size_t n,
+			  const char *what)
 {
 	char byte = 'T';
 	struct iovec iov = {&byte, 1};
-	int fds[BOOT_MOUNTS] = {tree, sysfs, disk};
-	size_t n = disk >= 0 ? 3 : 2;
 	union {
 		struct cmsghdr hdr;
-		char buf[CMSG_SPACE(BOOT_MOUNTS * sizeof(int))];
+		char buf[CMSG_SPACE(BOOT_SIZES_FDS * sizeof(int))];
 	} u;
 	memset(&u, 0, sizeof(u));
 	struct msghdr msg = {.msg_iov = &iov,
@@ -421,7 +470,91 @@ static void boot_send_mounts(struct boot_launch *l, int sock, int tree, int sysf
 	c->cmsg_len = CMSG_LEN(n * sizeof(int));
 	memcpy(CMSG_DATA(c), fds, n * sizeof(int));
 	if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0)
-		boot_launch_fail(l, "hand the image to the guest: %s", strerror(errno));
+		boot_launch_fail(l, "hand %s to the guest: %s", what, strerror(errno));
+}
+
+/* Hands init its mounts: the image tree, sysfs, and the disk when there is
+ * one. */
+static void boot_send_mounts(struct boot_launch *l, int sock, int tree, int sysfs, int disk)
+{
+	int fds[BOOT_MOUNTS] = {tree, sysfs, disk};
+	boot_send_fds(l, sock, fds, disk >= 0 ? 3 : 2, "the image");
+}
+
+/*
+ * The guest's time namespace (boot_sizes): the launcher enters a new one
+ * for its children, whose boot time is now, so the guest's uptime starts
+ * at 0. Needs CONFIG_TIME_NS (Linux 5.6); without it the guest keeps the
+ * host's uptime, and console.log says so.
+ */
+static void boot_timens(struct boot_launch *l)
+{
+	if (unshare(CLONE_NEWTIME) < 0) {
+		char line[200];
+		int n = snprintf(line, sizeof(line),
+				 "cubicled: container: no time namespace (%s): the guest sees the "
+				 "host's uptime\n",
+				 strerror(errno));
+		if (n > 0)
+			(void)!write(l->p->log_fd, line, (size_t)n);
+		return;
+	}
+	/* offset = -now: seconds rounded down, nanoseconds made positive. */
+	struct timespec bt;
+	clock_gettime(CLOCK_BOOTTIME, &bt);
+	long long sec = -(long long)bt.tv_sec;
+	long nsec = 0;
+	if (bt.tv_nsec) {
+		sec -= 1;
+		nsec = 1000000000L - bt.tv_nsec;
+	}
+	char line[80];
+	snprintf(line, sizeof(line), "boottime %lld %ld\n", sec, nsec);
+	if (boot_write_file("/proc/self/timens_offsets", line) < 0)
+		boot_launch_fail(l, "set the guest's boot time: %s", strerror(errno));
+}
+
+/*
+ * The size files (boot_sizes.fuse): four FUSE mounts, each a read-only
+ * file as its root (rootmode S_IFREG), in the host's user namespace with
+ * allow_other so the guest may read them, their four connections for the
+ * guest's envd to serve, and the cgroup's memory files. In the order of
+ * BOOT_SIZES_FDS.
+ */
+static void boot_sizes_make(struct boot_launch *l, int fds[BOOT_SIZES_FDS])
+{
+	for (int i = 0; i < BOOT_SIZES_FILES; i++) {
+		int dev = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+		if (dev < 0)
+			boot_launch_fail(l, "open /dev/fuse: %s (the size files need FUSE)",
+					 strerror(errno));
+		char v[16];
+		snprintf(v, sizeof(v), "%d", dev);
+		int fs = fsopen("fuse", FSOPEN_CLOEXEC);
+		if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", "cubicle-sizes", 0) < 0 ||
+		    fsconfig(fs, FSCONFIG_SET_STRING, "subtype", "cubicle", 0) < 0 ||
+		    fsconfig(fs, FSCONFIG_SET_STRING, "fd", v, 0) < 0 ||
+		    fsconfig(fs, FSCONFIG_SET_STRING, "rootmode", "100444", 0) < 0 ||
+		    fsconfig(fs, FSCONFIG_SET_STRING, "user_id", "0", 0) < 0 ||
+		    fsconfig(fs, FSCONFIG_SET_STRING, "group_id", "0", 0) < 0 ||
+		    fsconfig(fs, FSCONFIG_SET_FLAG, "allow_other", NULL, 0) < 0 ||
+		    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+			boot_launch_fail(l, "make the size file %s (FUSE): %s",
+					 boot_sizes_targets[i], strerror(errno));
+		int m = fsmount(fs, FSMOUNT_CLOEXEC,
+				MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+				    MOUNT_ATTR_NOEXEC);
+		if (m < 0)
+			boot_launch_fail(l, "mount the size file %s: %s", boot_sizes_targets[i],
+					 strerror(errno));
+		close(fs);
+		fds[i] = m;
+		fds[BOOT_SIZES_FILES + i] = dev;
+	}
+	struct err e;
+	if (cgroup_open_memory(l->p->cgroups, &fds[BOOT_SIZES_FDS - 2], &fds[BOOT_SIZES_FDS - 1],
+			       &e) < 0)
+		boot_launch_fail(l, "%s", e.message);
 }
 
 /* Creates a directory of the disk's root for the guest's root, if missing. */
@@ -613,6 +746,8 @@ static void boot_launcher(const struct boot_plan *p, int report)
 		boot_launch_fail(&l, "pipe: %s", strerror(errno));
 	int sysfs;
 	int hostnet = boot_guest_netns(&l, &sysfs);
+	if (p->sizes)
+		boot_timens(&l);
 	struct boot_clone_args ca;
 	memset(&ca, 0, sizeof(ca));
 	ca.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC;
@@ -646,14 +781,26 @@ static void boot_launcher(const struct boot_plan *p, int report)
 	struct err e;
 	if (cgroup_attach(p->cgroups, (pid_t)pid, &e) < 0)
 		boot_launch_fail(&l, "%s", e.message);
+	if (p->sizes && CPU_COUNT(&p->sizes->cpus) > 0 &&
+	    sched_setaffinity((pid_t)pid, sizeof(cpu_set_t), &p->sizes->cpus) < 0)
+		boot_launch_fail(&l, "set the guest's CPUs: %s", strerror(errno));
 	int tree = boot_image_tree(&l);
 	int disk = boot_disk_mount(&l);
+	int sz[BOOT_SIZES_FDS];
+	bool sizes = p->sizes && p->sizes->fuse;
+	if (sizes)
+		boot_sizes_make(&l, sz);
 	int64_t t0 = clock_now_ms();
 	boot_send_mounts(&l, sv[0], tree, sysfs, disk);
 	close(tree);
 	close(sysfs);
 	if (disk >= 0)
 		close(disk);
+	if (sizes) {
+		boot_send_fds(&l, sv[0], sz, BOOT_SIZES_FDS, "the size files");
+		for (int i = 0; i < BOOT_SIZES_FDS; i++)
+			close(sz[i]);
+	}
 	boot_wait_exec(&l, sv[0]);
 	l.deadline -= (int)(clock_now_ms() - t0);
 	boot_slirp(&l, lifeline[0]);

@@ -26,11 +26,40 @@
 #define CUBICLE_CONTAINER_BOOT_H
 
 #include <linux/filter.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "cgroup.h"
 #include "err.h"
 #include "guest-net.h"
+
+/*
+ * The size as the guest sees it (envd/guest/procview.h has the guest's side):
+ *   - cpus: init's CPU affinity, inherited by everything in the computer
+ *     (nproc, sched_getaffinity);
+ *   - a time namespace whose boot time is the launch (/proc/uptime and the
+ *     processes' start times count from it), when the kernel has them
+ *     (CONFIG_TIME_NS; without it the guest sees the host's uptime and the
+ *     console log says so);
+ *   - fuse: one FUSE file mounted over each of /proc/meminfo,
+ *     /proc/cpuinfo, /proc/stat and /sys/devices/system/cpu/online, whose
+ *     connections init hands envd at fixed descriptors, with the real
+ *     /proc/stat and /proc/cpuinfo and the cgroup's memory files:
+ */
+#define BOOT_SIZES_FD_MEMINFO	   4 /* the four FUSE connections */
+#define BOOT_SIZES_FD_CPUINFO	   5
+#define BOOT_SIZES_FD_STAT	   6
+#define BOOT_SIZES_FD_ONLINE	   7
+#define BOOT_SIZES_FD_PROC_STAT	   8  /* the real /proc/stat */
+#define BOOT_SIZES_FD_PROC_CPUINFO 9  /* the real /proc/cpuinfo */
+#define BOOT_SIZES_FD_MEM_USAGE	   10 /* memory.usage_in_bytes (v2: memory.current) */
+#define BOOT_SIZES_FD_MEM_STAT	   11 /* memory.stat */
+
+struct boot_sizes {
+	cpu_set_t cpus; /* an empty set leaves the affinity alone */
+	bool fuse;	/* mount the size files (the guest's envd must serve them) */
+};
 
 struct boot_plan {
 	const char *dir;	  /* the computer's host directory: holds lower/ upper/
@@ -49,6 +78,7 @@ struct boot_plan {
 	const char *slirp_path;		       /* slirp4netns executable */
 	const struct guest_net_policy *egress; /* the routes of the guest's network */
 	int timeout_ms;			       /* for the whole boot (until the init has exec'd) */
+	const struct boot_sizes *sizes;	       /* NULL: the guest sees the host's sizes */
 };
 
 struct boot_result {

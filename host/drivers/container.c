@@ -44,6 +44,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,6 +342,102 @@ static int ct_create(struct driver_computer *c, struct err *e)
 	return ct_disk_create(c, base, e);
 }
 
+/* ---- the size the guest sees ------------------------------------------------------ */
+
+/*
+ * The CPUs a computer runs on: ceil(vCPUs) of the host's (the whole host
+ * when it asks for as many or more), the ones the fewest running computers
+ * use (ties broken from a point its id picks), so nproc and
+ * sched_getaffinity show the size. The quota (cgroup) still limits the
+ * time; the affinity only says where. Counts live in memory: after a
+ * restart of cubicled the adopted computers are not counted until their
+ * next start. The choice is in the state ("cpus") and released by halt.
+ */
+static pthread_mutex_t ct_cpu_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ct_cpu_load[CPU_SETSIZE];
+
+static void ct_cpus_pick(struct driver_computer *c, cpu_set_t *out)
+{
+	CPU_ZERO(out);
+	cpu_set_t host;
+	CPU_ZERO(&host);
+	if (sched_getaffinity(0, sizeof(host), &host) < 0)
+		return;
+	int hcpus[CPU_SETSIZE], nh = 0;
+	for (int i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &host))
+			hcpus[nh++] = i;
+	int want = c->millicpus > 0 ? (c->millicpus + 999) / 1000 : nh;
+	if (nh == 0 || want >= nh)
+		return;		  /* all of them: leave the affinity alone */
+	unsigned h = 2166136261u; /* FNV-1a of the id */
+	for (const char *p = c->id; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	json_t *list = json_array();
+	pthread_mutex_lock(&ct_cpu_lock);
+	for (int k = 0; k < want; k++) {
+		int best = -1;
+		for (int j = 0; j < nh; j++) {
+			int cpu = hcpus[((int)(h % (unsigned)nh) + j) % nh];
+			if (!CPU_ISSET(cpu, out) &&
+			    (best < 0 || ct_cpu_load[cpu] < ct_cpu_load[best]))
+				best = cpu;
+		}
+		CPU_SET(best, out);
+		ct_cpu_load[best]++;
+		json_array_append_new(list, json_integer(best));
+	}
+	pthread_mutex_unlock(&ct_cpu_lock);
+	json_object_set_new(c->state, "cpus", list);
+}
+
+static void ct_cpus_release(struct driver_computer *c)
+{
+	json_t *list = c->state ? json_object_get(c->state, "cpus") : NULL;
+	size_t i;
+	json_t *v;
+	pthread_mutex_lock(&ct_cpu_lock);
+	json_array_foreach(list, i, v)
+	{
+		long long cpu = json_integer_value(v);
+		if (cpu >= 0 && cpu < CPU_SETSIZE && ct_cpu_load[cpu] > 0)
+			ct_cpu_load[cpu]--;
+	}
+	pthread_mutex_unlock(&ct_cpu_lock);
+	if (c->state)
+		json_object_del(c->state, "cpus");
+}
+
+/* Whether this host can mount the size files: /dev/fuse and the fuse file
+ * system. Without them the guest sees the host's memory and CPUs in /proc
+ * (nproc and the uptime are still the computer's), and the log says so. */
+static bool ct_sizes_fuse(const char *id, int log_fd)
+{
+	bool ok = access("/dev/fuse", R_OK | W_OK) == 0;
+	if (ok) {
+		FILE *f = fopen("/proc/filesystems", "re");
+		char line[128];
+		ok = false;
+		while (f && fgets(line, sizeof(line), f))
+			if (strcmp(line, "nodev\tfuse\n") == 0)
+				ok = true;
+		if (f)
+			fclose(f);
+	}
+	if (!ok) {
+		char line[300];
+		int n =
+		    snprintf(line, sizeof(line),
+			     "cubicled: %s: container: no FUSE on this host (/dev/fuse, the fuse "
+			     "file system): /proc shows the host's memory and CPUs\n",
+			     id);
+		fputs(line, stderr);
+		if (n > 0)
+			(void)!write(log_fd, line, strlen(line));
+	}
+	return ok;
+}
+
 /* ---- processes ------------------------------------------------------------------- */
 
 static bool ct_init_alive(const struct driver_computer *c)
@@ -444,6 +542,7 @@ static int ct_halt(struct driver_computer *c, int grace_ms, struct err *e)
 					       (int)init);
 		}
 	}
+	ct_cpus_release(c);
 	ct_signal(c, "slirp_pid", "slirp_start", SIGKILL);
 	pid_t slirp = (pid_t)drv_state_int(c->state, "slirp_pid", 0);
 	if (slirp > 0)
@@ -610,14 +709,43 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	bool desktop = c->kind && strcmp(c->kind, "desktop") == 0;
 	snprintf(res, sizeof(res), "%dx%d", c->width > 0 ? c->width : 1280,
 		 c->height > 0 ? c->height : 800);
-	/* A sandbox's argv ends at the NULL in place of "--session". */
-	char *argv[] = {"/usr/bin/tini", "-s", "--", "/usr/local/bin/envd", "--listen",
-			"unix:/run/cubicle/envd.sock", "--token-file", "/run/cubicle/token",
-			"--user", (char *)(c->envd_user ? c->envd_user : CT_GUEST_USER_NAME),
-			desktop ? "--session" : NULL, "desktop", "--resolution", res,
-			/* The live view: cubicled's gateway pipes WebSocket streams
-			 * to this socket (envd's RFB server), next to envd.sock. */
-			"--vnc", "unix:/run/cubicle/vnc.sock", NULL};
+	/* The size the guest sees (container-boot.h, envd/guest/procview.h). */
+	struct boot_sizes sizes;
+	CPU_ZERO(&sizes.cpus);
+	if (!c->host_sizes)
+		ct_cpus_pick(c, &sizes.cpus);
+	sizes.fuse = !c->host_sizes && c->memory_mb > 0 && ct_sizes_fuse(c->id, log_fd);
+	char sizes_arg[400];
+	snprintf(sizes_arg, sizeof(sizes_arg),
+		 "memory=%lld,cgroup=%d,meminfo=%d,cpuinfo=%d,stat=%d,online=%d,proc-stat=%d,"
+		 "proc-cpuinfo=%d,memory-usage=%d,memory-stat=%d",
+		 c->memory_mb << 20, cg.version, BOOT_SIZES_FD_MEMINFO, BOOT_SIZES_FD_CPUINFO,
+		 BOOT_SIZES_FD_STAT, BOOT_SIZES_FD_ONLINE, BOOT_SIZES_FD_PROC_STAT,
+		 BOOT_SIZES_FD_PROC_CPUINFO, BOOT_SIZES_FD_MEM_USAGE, BOOT_SIZES_FD_MEM_STAT);
+	/* The optional tail is packed at the end: a sandbox's argv ends at the
+	 * NULL in place of "--session", and without the size files the
+	 * session's arguments move up over --sizes. */
+	char *argv[24] = {"/usr/bin/tini", "-s", "--", "/usr/local/bin/envd", "--listen",
+			  "unix:/run/cubicle/envd.sock", "--token-file", "/run/cubicle/token",
+			  "--user", (char *)(c->envd_user ? c->envd_user : CT_GUEST_USER_NAME),
+			  /* The guest's root agent: the package helper, the host's
+			   * setup (envd/guest/). */
+			  "--guest",
+			  /* The live view: cubicled's gateway pipes WebSocket streams
+			   * to this socket (envd's RFB server), next to envd.sock. */
+			  "--vnc", "unix:/run/cubicle/vnc.sock"};
+	int argc = 13;
+	if (sizes.fuse) {
+		argv[argc++] = "--sizes";
+		argv[argc++] = sizes_arg;
+	}
+	if (desktop) {
+		argv[argc++] = "--session";
+		argv[argc++] = "desktop";
+		argv[argc++] = "--resolution";
+		argv[argc++] = res;
+	}
+	argv[argc] = NULL;
 	char *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"HOME=/root", "LANG=C.UTF-8", "container=cubicle", NULL};
 	struct boot_plan plan = {
@@ -634,6 +762,7 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	    .slirp_path = slirp,
 	    .egress = &egress,
 	    .timeout_ms = CT_START_TIMEOUT,
+	    .sizes = c->host_sizes ? NULL : &sizes,
 	};
 	struct boot_result r;
 	int rc = container_boot(&plan, &r, e);
@@ -827,6 +956,7 @@ static bool ct_available(char *why, size_t len)
 const struct driver_ops driver_container = {
     .name = "container",
     .processes = "processes",
+    .guest_setup = true,
     .available = ct_available,
     .create = ct_create,
     .start = ct_start,

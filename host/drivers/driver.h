@@ -49,6 +49,11 @@ struct driver_computer {
 	 * restored from its snapshot keeps the policy of its cold boot, so one
 	 * whose policy changed boots cold). */
 	const struct guest_net_list *egress_allow, *egress_deny;
+	/* cubicled --guest-sizes off: a container shows the host's CPUs,
+	 * memory and uptime (its affinity, /proc files and time namespace are
+	 * left alone; container-boot.h, "boot_sizes"). A microVM shows its own
+	 * whatever this says. */
+	bool host_sizes;
 };
 
 struct driver_ops {
@@ -58,6 +63,11 @@ struct driver_ops {
 	/* What of a running computer can die under it, for the error a dead
 	 * computer gets ("its <processes> ended while it was running"). */
 	const char *processes;
+
+	/* Whether the core sets the guest up at each start (the operator's CA
+	 * certificates, pip index, npm registry: host/core/guest-setup.h): true
+	 * for cubicle's own computers, false for a machine you bring. */
+	bool guest_setup;
 
 	/* Whether this driver can run on this host; `why` says what is missing. */
 	bool (*available)(char *why, size_t len);

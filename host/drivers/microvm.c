@@ -832,6 +832,7 @@ static bool vm_available(char *why, size_t len)
 const struct driver_ops driver_vm = {
     .name = "vm",
     .processes = "QEMU process",
+    .guest_setup = true,
     .available = vm_available,
     .preferred = vm_preferred,
     .create = vm_create,

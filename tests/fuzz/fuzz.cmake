@@ -27,6 +27,7 @@ set(FUZZ_INC -I${CMAKE_SOURCE_DIR}/wire -I${CMAKE_SOURCE_DIR}/host/api
 	-I${CMAKE_SOURCE_DIR}/host/drivers -I${CMAKE_SOURCE_DIR}/host/runner
 	-I${CMAKE_SOURCE_DIR}/envd -I${CMAKE_SOURCE_DIR}/envd/x11 -I${CMAKE_SOURCE_DIR}/envd/proc
 	-I${CMAKE_SOURCE_DIR}/envd/session -I${CMAKE_SOURCE_DIR}/envd/vnc
+	-I${CMAKE_SOURCE_DIR}/envd/guest
 	-I${CMAKE_BINARY_DIR}/envd -I${CMAKE_BINARY_DIR}/host -I${FUZZ_DIR})
 set(WIRE_SRC err.c params.c base64.c token.c ident.c utf8.c clock.c)
 list(TRANSFORM WIRE_SRC PREPEND ${CMAKE_SOURCE_DIR}/wire/)
@@ -72,14 +73,18 @@ cubicle_fuzzer(codec SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
 cubicle_fuzzer(params SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
 cubicle_fuzzer(keys SOURCES ${WIRE_SRC} ${ENVD}/x11/keys.c LIBS jansson libcrypto x11
 	DEPENDS desk)
-cubicle_fuzzer(desktop_entry SOURCES ${WIRE_SRC} INCLUDED ${ENVD}/proc/launch.c
-	LIBS jansson libcrypto)
+cubicle_fuzzer(desktop_entry SOURCES ${WIRE_SRC} ${ENVD}/proc/userenv.c
+	INCLUDED ${ENVD}/proc/launch.c LIBS jansson libcrypto)
 cubicle_fuzzer(envd_reply SOURCES ${WIRE_SRC} INCLUDED ${CMAKE_SOURCE_DIR}/wire/httpc.c
 	LIBS jansson libcrypto libcurl)
 # envd's actions with the X and process layers faked (in the harness).
 file(GLOB ACTIONS_SRC CONFIGURE_DEPENDS ${ENVD}/actions/*.c)
 cubicle_fuzzer(envd_actions SOURCES ${WIRE_SRC} ${ENVD}/action.c ${ACTIONS_SRC}
-	${CMAKE_BINARY_DIR}/envd/actions-gen.c LIBS jansson libcrypto glib-2.0 atspi-2 DEPENDS envd)
+	${ENVD}/guest/pkg-policy.c ${CMAKE_BINARY_DIR}/envd/actions-gen.c LIBS jansson libcrypto glib-2.0 atspi-2 DEPENDS envd)
+
+# The package helper's command lines and the size files' texts (envd/guest/).
+cubicle_fuzzer(pkg SOURCES ${WIRE_SRC} ${ENVD}/guest/pkg-policy.c ${ENVD}/guest/procview-text.c
+	LIBS jansson libcrypto)
 
 file(GLOB STORE_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/host/store/*.c)
 cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner.c ${STORE_SRC}

@@ -10,7 +10,9 @@
  * whose code has a 4xx/5xx status and a message; a parameter error names
  * a parameter; points reaching the desk layer's input calls passed its
  * bounds check (desk_check_point) or are the cursor's; drag paths have at
- * least two points; text to type is valid UTF-8 (jansson's promise kept).
+ * least two points; text to type is valid UTF-8 (jansson's promise kept);
+ * install_packages hands the package helper only names its policy passes
+ * (envd/guest/pkg-policy.h, the real one) and never an empty list.
  */
 #include "action.h"
 #include "fuzz.h"
@@ -22,6 +24,7 @@
 #include "files.h"
 #include "input.h"
 #include "launch.h"
+#include "pkg.h"
 #include "screen.h"
 #include "session.h"
 #include "shell.h"
@@ -271,6 +274,31 @@ void shell_result_free(struct shell_result *r)
 	memset(r, 0, sizeof *r);
 }
 
+int pkg_apt(const struct pkg_apt_plan *plan, int out_fd, int err_fd, const struct pkg_who *who,
+	    int64_t deadline_ms, struct pkg_run *r, struct err *e)
+{
+	CHECK(plan->nnames > 0 && strcmp(plan->command, "install") == 0);
+	for (int i = 0; i < plan->nnames; i++)
+		CHECK(pkg_debian_name_ok(plan->names[i]));
+	memset(r, 0, sizeof *r);
+	return 0;
+}
+int pkg_user_tool(const char *tool, const char *const *specs, size_t n, const struct run_as *as,
+		  const struct pkg_who *who, int64_t deadline_ms, struct pkg_run *r, struct err *e)
+{
+	CHECK(n > 0);
+	for (size_t i = 0; i < n; i++)
+		CHECK(strcmp(tool, "pip") == 0 ? pkg_pip_spec_ok(specs[i])
+					       : pkg_npm_spec_ok(specs[i]));
+	memset(r, 0, sizeof *r);
+	return 0;
+}
+void pkg_run_free(struct pkg_run *r)
+{
+	free(r->output);
+	memset(r, 0, sizeof *r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fz f = {data, size};
@@ -287,6 +315,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   .clipboard = &the_clipboard,
 			   .run_as_uid = (uid_t)-1,
 			   .run_as_gid = (gid_t)-1,
+			   .guest = true,
 			   .max_body = 1u << 20,
 			   .max_read_file = 1u << 20};
 	struct action_reply reply = {0};

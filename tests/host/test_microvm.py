@@ -9,9 +9,12 @@ import glob
 import http.client
 import json
 import os
+import shutil
 import signal
 import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -23,17 +26,40 @@ srv = None
 key = None
 
 
+CA = {}
+PIP_INDEX = "http://198.51.100.1:9/simple"  # written into pip.conf, never fetched
+
+
+def make_ca():
+    """A CA of the test's own for --guest-ca-certs, and a leaf it signed."""
+    d = CA["dir"] = tempfile.mkdtemp(prefix="cubicle-vm-ca-")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    run = lambda *a: subprocess.run(["openssl"] + list(a), check=True, capture_output=True)
+    os.mkdir(d + "/operator")
+    run("req", "-x509", *ec, "-keyout", d + "/ca.key", "-out", d + "/operator/vm-test-ca.crt",
+        "-days", "2", "-subj", "/CN=cubicle vm test CA", "-addext",
+        "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
+    run("req", *ec, "-keyout", d + "/leaf.key", "-out", d + "/leaf.csr", "-subj", "/CN=vm.test")
+    run("x509", "-req", "-in", d + "/leaf.csr", "-CA", d + "/operator/vm-test-ca.crt", "-CAkey",
+        d + "/ca.key", "-CAcreateserial", "-out", d + "/leaf.crt", "-days", "2")
+    with open(d + "/leaf.crt") as f:
+        CA["leaf"] = f.read()
+
+
 def setUpModule():
     global srv, key
+    make_ca()
     # The host's one uid-range registry, shared with every other cubicled
     # and test running beside this one: a private registry would hand out
     # ranges that a concurrent container test also holds.
-    srv = Cubicled(["--idle-timeout", "600"]).start()
+    srv = Cubicled(["--idle-timeout", "600", "--guest-ca-certs", CA["dir"] + "/operator",
+                    "--pip-index-url", PIP_INDEX]).start()
     _, key = srv.workspace("vm")
 
 
 def tearDownModule():
     srv.stop()
+    shutil.rmtree(CA["dir"], ignore_errors=True)
 
 
 def uid_claims(cid):
@@ -198,6 +224,29 @@ class Sandbox(unittest.TestCase):
             self.assertEqual(len(pids), 1, pids)
             self.assertNotEqual(os.stat("/proc/%d" % pids[0]).st_uid, 0)  # QEMU is not root
 
+        with self.subTest("the kernel's sizes: os.cpu_count, cpuinfo, stat, uptime"):
+            out = bash(cid, "python3 -c 'import os; print(os.cpu_count())'; "
+                       "grep -c ^processor /proc/cpuinfo; grep -c '^cpu[0-9]' /proc/stat; "
+                       "cut -d' ' -f1 /proc/uptime")["stdout"].split()
+            self.assertEqual(out[:3], ["1", "1", "1"], out)
+            self.assertLess(float(out[3]), 600, out)
+
+        with self.subTest("the start's setup: the operator's CA, the pip index (issue 13)"):
+            srv.act(cid, "write_file", {"path": "/home/user/leaf.crt", "content": CA["leaf"]},
+                    key=key)
+            out = bash(cid, "openssl verify /home/user/leaf.crt; cat /etc/pip.conf; "
+                       "grep -c BEGIN /etc/ssl/cubicle-operator.pem")["stdout"]
+            self.assertIn("/home/user/leaf.crt: OK", out)
+            self.assertIn("index-url = " + PIP_INDEX, out)
+            self.assertIn("trusted-host = 198.51.100.1", out)
+            self.assertTrue(out.endswith("\n1\n"), out)
+
+        with self.subTest("the package helper answers in a VM (a refusal: no download)"):
+            out = bash(cid, "apt-get install -y 'jq;id'; echo rc=$?; ls -l /run/envd/pkg.sock")
+            self.assertIn("not a Debian package name", out["stderr"], out)
+            self.assertIn("rc=100", out["stdout"])
+            self.assertIn("srw-rw-rw- 1 root root", out["stdout"])
+
         with self.subTest("the disk is the size's (xs: 5120 MB), and full means ENOSPC"):
             size_mb, avail_kb = bash(cid, "df -BM --output=size / | tail -1; "
                                      "df -k --output=avail / | tail -1")["stdout"].split()
@@ -233,7 +282,7 @@ class Sandbox(unittest.TestCase):
             s = srv.ok("POST", "/v1/computers/%s/start" % cid, key=key)
             self.assertEqual(s["state"], "running")
             out = bash(cid, "cat /home/user/note; pgrep -x sleep; cat /tmp/sleep.pid")
-            self.assertEqual(out["stdout"].split(), ["kept", before, before])
+            self.assertEqual(out["stdout"].split(), ["kept", before, before], out)
             self.assertIn("restored from its snapshot", srv.read_log())
             # The restore set the clock (set back to 2021 above) to the host's.
             self.assertLess(abs(int(bash(cid, "date +%s")["stdout"]) - time.time()), 60)

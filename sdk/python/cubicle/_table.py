@@ -87,4 +87,6 @@ TABLE = [
      "Run a bash command as the computer's user: stdout, stderr, exit_code."),
     ('python', 'code -timeout_s -cwd -env -stdin', 'process',
      "Run Python 3 code as the computer's user: stdout, stderr, exit_code."),
+    ('install_packages', '*apt -pip -npm -timeout_s', 'json',
+     "Install Debian packages (as root, by envd's package helper), pip packages into the user's default virtual environment and npm packages into the user's global prefix, in that order."),
 ]
