@@ -731,7 +731,8 @@ static void tpl_prune_kind(struct core_templates *t, const char *prefix, const c
 				break;
 			list = more;
 		}
-		snprintf(list[n].name, sizeof list[n].name, "%s", de->d_name);
+		snprintf(list[n].name, sizeof list[n].name, "%.*s", (int)sizeof list[n].name - 1,
+			 de->d_name);
 		list[n++].mtime = st.st_mtime;
 	}
 	closedir(d);
