@@ -102,6 +102,8 @@ int core_templates_open(struct core *c, const struct core_template_config *cfg, 
 void core_templates_close(struct core *c);
 /* Frees them (core_close: after the API, whose waiter asks them, is gone). */
 void core_templates_free(struct core *c);
+/* A deleted workspace's templates go too (its computers are gone first). */
+void core_templates_workspace_deleted(struct core *c, const char *ws);
 
 /* How many computers workspace ws may run at once (its own limit, else the server's). */
 int core_limit(struct core *c, const char *ws);

@@ -993,6 +993,7 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 		json_decref(ids);
 		return -1;
 	}
+	core_templates_workspace_deleted(c, ws);
 	/* Its session files go too (its computers, which mounted them, are
 	 * gone): never following a symlink or crossing a mount. */
 	char dir[600];

@@ -150,7 +150,7 @@ int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, j
 /*
  * Deletes workspace ws: marked deleted and its keys revoked (one store
  * transaction: they answer 401 from then on), then each of its computers
- * deleted as DELETE /v1/computers/{id} does. Its usage ledger stays,
+ * deleted as DELETE /v1/computers/{id} does, then its templates. Its usage ledger stays,
  * queryable by the admin. *out: {"id","deleted":true,"computers":[ids]}.
  * ERR_NOT_FOUND for no such workspace; ERR_CONFLICT for the warm pool's.
  */

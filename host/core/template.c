@@ -598,10 +598,36 @@ int core_template_list(struct core *c, const char *ws, const char *workspace, js
 	return 0;
 }
 
+/* Deletes row (its build, if only it waited for it, stops). */
+static int tpl_delete_row(struct core_templates *t, const struct store_template *row, struct err *e)
+{
+	pthread_mutex_lock(&t->lock);
+	int rc = store_template_delete(t->store, row->id, e);
+	if (rc == 0) {
+		/* A build it waited for goes on only for the others. */
+		for (struct tpl_job *j = t->jobs; j; j = j->next)
+			for (size_t i = 0; i < j->nrows; i++)
+				if (strcmp(j->rows[i], row->id) == 0) {
+					memmove(&j->rows[i], &j->rows[i + 1],
+						(j->nrows - i - 1) * sizeof j->rows[0]);
+					j->nrows--;
+					break;
+				}
+		tpl_state_set_locked(t, row->id, row->state, true);
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (rc == 0) {
+		char path[PATH_MAX];
+		tpl_log_path(t, row->id, path, sizeof path);
+		unlink(path);
+		tpl_changed(t);
+	}
+	return rc;
+}
+
 int core_template_delete(struct core *c, const char *ws, const char *workspace, const char *name,
 			 json_t **out, struct err *e)
 {
-	struct core_templates *t = c->tpl;
 	struct store_template row;
 	if (tpl_find(c, ws, workspace, name, &row, e) < 0)
 		return -1;
@@ -612,29 +638,27 @@ int core_template_delete(struct core *c, const char *ws, const char *workspace, 
 	else if (row.builtin)
 		rc = err_set(e, ERR_FORBIDDEN,
 			     "template %s is built in (--templates): it cannot be deleted", name);
-	pthread_mutex_lock(&t->lock);
-	if (rc == 0 && (rc = store_template_delete(c->store, row.id, e)) == 0) {
-		/* A build it waited for goes on only for the others. */
-		for (struct tpl_job *j = t->jobs; j; j = j->next)
-			for (size_t i = 0; i < j->nrows; i++)
-				if (strcmp(j->rows[i], row.id) == 0) {
-					memmove(&j->rows[i], &j->rows[i + 1],
-						(j->nrows - i - 1) * sizeof j->rows[0]);
-					j->nrows--;
-					break;
-				}
-		tpl_state_set_locked(t, row.id, row.state, true);
-	}
-	pthread_mutex_unlock(&t->lock);
-	if (rc == 0) {
-		char path[PATH_MAX];
-		tpl_log_path(t, row.id, path, sizeof path);
-		unlink(path);
-		tpl_changed(t);
+	if (rc == 0 && (rc = tpl_delete_row(c->tpl, &row, e)) == 0)
 		*out = json_pack("{s:s, s:s, s:b}", "id", row.id, "name", row.name, "deleted", 1);
-	}
 	store_template_clear(&row);
 	return rc;
+}
+
+void core_templates_workspace_deleted(struct core *c, const char *ws)
+{
+	struct store_template *all = NULL;
+	size_t n = 0;
+	if (store_template_list(c->store, ws, &all, &n, NULL) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct err e = {0};
+		if (strcmp(all[i].workspace, ws) == 0 && tpl_delete_row(c->tpl, &all[i], &e) < 0)
+			fprintf(stderr,
+				"cubicled: workspace %s deleted, but not its template %s: %s\n", ws,
+				all[i].name, e.message);
+		store_template_clear(&all[i]);
+	}
+	free(all);
 }
 
 int core_template_log(struct core *c, const char *ws, const char *workspace, const char *name,

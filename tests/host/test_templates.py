@@ -197,6 +197,13 @@ class Build(unittest.TestCase):
         wait_ready("private")
         srv.ok("DELETE", "/v1/templates/private", key=key)
 
+    def test_workspace_delete_takes_its_templates(self):
+        gone, k = srv.workspace("tpl-gone")
+        srv.ok("POST", "/v1/templates", {"name": "doomed", "run": ["true"]}, key=k, status=202)
+        srv.ok("DELETE", "/v1/workspaces/%s?confirm=%s" % (gone, gone))
+        self.assertNotIn(gone, [t["workspace"] for t in
+                                srv.ok("GET", "/v1/templates")["templates"]])
+
     def test_global_template_both_drivers(self):
         g = srv.ok("POST", "/v1/templates", {"name": "g-jq", "apt": ["jq"]}, status=202)
         self.assertTrue(g["global"])
