@@ -525,9 +525,10 @@ static int tpl_steps(struct tpl_guest *g, const char *work, struct err *e)
 		words = tpl_words(pip);
 		tpl_title(title, sizeof title, "pip install", pip);
 		/* The user's pip: its default virtual environment (user.env). */
-		if (words &&
-		    asprintf(&script, "exec pip install --no-input --root-user-action=ignore %s\n",
-			     words) < 0)
+		if (words && asprintf(&script,
+				      "exec pip install --no-input --no-cache-dir "
+				      "--root-user-action=ignore %s\n",
+				      words) < 0)
 			script = NULL;
 		rc = script ? tpl_step(g, title, script, e) : err_set(e, ERR_INTERNAL, "oom");
 		free(words), free(script), words = script = NULL;

@@ -44,9 +44,17 @@ static int tpl_keys(struct core_templates *t, struct tpl_job *j, struct err *e)
 		return -1;
 	guest_net_list_format(&j->allow, allow, sizeof allow);
 	guest_net_list_format(&j->deny, deny, sizeof deny);
+	/* What the build is told (the pip index, the npm registry and the CA
+	 * certificates to reach them) decides what pip and npm fetch, as egress
+	 * decides what anything may reach. */
+	char setup[TPL_KEY_HEX] = "";
+	if (t->cfg.guest_setup &&
+	    (json_object_get(j->recipe.spec, "pip") || json_object_get(j->recipe.spec, "npm")))
+		tpl_sha256_hex(t->cfg.guest_setup, strlen(t->cfg.guest_setup), setup);
 	char *text = NULL;
-	if (asprintf(&text, "cubicle template layer %s\nbase %s\negress allow %s deny %s\n%s",
-		     TPL_BUILDER_VERSION, tree, allow, deny, j->recipe.canonical) < 0)
+	if (asprintf(&text,
+		     "cubicle template layer %s\nbase %s\negress allow %s deny %s\nsetup %s\n%s",
+		     TPL_BUILDER_VERSION, tree, allow, deny, setup, j->recipe.canonical) < 0)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	tpl_sha256_hex(text, strlen(text), j->layer_key);
 	free(text);

@@ -17,6 +17,7 @@ import time
 import unittest
 
 from cubicled import Cubicled, wait_until
+import pkgrepo
 
 JQ = {"apt": ["jq"],
       "files": {"/home/user/in.json": "{\"city\": \"Oslo\", \"n\": 7}\n",
@@ -320,7 +321,7 @@ class Limits(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.d = Cubicled(["--max-template-builds", "1", "--template-build-timeout", "30",
+        cls.d = Cubicled(["--max-template-builds", "1", "--template-build-timeout", "15",
                           "--max-templates-per-workspace", "2"]).start()
         cls.ws, cls.key = cls.d.workspace("limits")
 
@@ -341,7 +342,7 @@ class Limits(unittest.TestCase):
         # The time cap: the build stops, says why, leaves nothing.
         t = d.ok("GET", "/v1/templates/slow?wait=ready&timeout_s=300", key=k, timeout=330)
         self.assertEqual(t["state"], "error")
-        self.assertIn("--template-build-timeout (30 s)", t["error"])
+        self.assertIn("--template-build-timeout (15 s)", t["error"])
         log = d.ok("GET", "/v1/templates/slow/log", key=k)["log"]
         self.assertEqual(build_leftovers(log), [])
         # The count: two per workspace.
@@ -367,19 +368,68 @@ class Limits(unittest.TestCase):
         d, k = self.d, self.key
         for t in d.ok("GET", "/v1/templates", key=k)["templates"]:
             d.req("DELETE", "/v1/templates/" + t["name"], key=k)
-        # A build stopped by a delete holds its place until it has cleaned up.
-        wait_until(lambda: d.req("POST", "/v1/templates",
-                                 {"name": "again", "run": ["sleep 4; echo slept"]},
+        # A recipe no cache has (a build, not a hit). A build stopped by a
+        # delete holds its place until it has cleaned up.
+        run = "sleep 4; echo slept %s" % os.urandom(6).hex()
+        wait_until(lambda: d.req("POST", "/v1/templates", {"name": "again", "run": [run]},
                                  key=k).status == 202, 60, "a build's place")
         log = wait_until(lambda: (lambda x: "step 1" in x and x)(
             d.ok("GET", "/v1/templates/again/log", key=k)["log"]), 120, "the build to start")
         d.kill9()
         d.restart()
+        self.assertNotIn("cache hit", log)
         t = d.ok("GET", "/v1/templates/again?wait=ready&timeout_s=300", key=k, timeout=330)
         self.assertEqual(t["state"], "ready", t)
+        self.assertGreater(t["build_ms"], 0)
         self.assertIn("slept", d.ok("GET", "/v1/templates/again/log", key=k)["log"])
         self.assertEqual(build_leftovers(log), [])
         d.ok("DELETE", "/v1/templates/again", key=k)
+
+
+class Indexes(unittest.TestCase):
+    """pip and npm in a recipe, from a package index and an npm registry this
+    test serves itself (pkgrepo.py: a network namespace of its own on
+    TEST-NET-2), through cubicled's --pip-index-url and --npm-registry, which
+    a build is told like every computer."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = pkgrepo.Repo(owner="tpl")
+        try:
+            cls.repo.make()
+            cls.d = Cubicled(["--pip-index-url", cls.repo.pip_index(),
+                              "--npm-registry", cls.repo.npm_registry()]).start()
+        except BaseException:
+            cls.repo.close()
+            raise
+        cls.ws, cls.key = cls.d.workspace("indexes")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+        cls.repo.close()
+
+    def test_pip_and_npm_land_where_the_user_looks(self):
+        d, k = self.d, self.key
+        d.ok("POST", "/v1/templates", {"name": "pkgs", "pip": [pkgrepo.WHEEL_PROJECT],
+                                       "npm": [pkgrepo.NPM_NAME]}, key=k, status=202)
+        t = d.ok("GET", "/v1/templates/pkgs?wait=ready&timeout_s=600", key=k, timeout=630)
+        self.assertEqual(t["state"], "ready", t)
+        fetched = self.repo.requests()
+        self.assertIn("/simple/%s/" % pkgrepo.WHEEL_PROJECT, fetched)
+        self.assertIn("/npm/%s" % pkgrepo.NPM_NAME, fetched)
+        c = d.computer(k, template="pkgs")
+        out = d.act(c["id"], "bash", {"command": (
+            "python3 -c 'import cubicle_pkgs_demo as m; print(m.VALUE); print(m.__file__)'; "
+            "command -v %s; %s; find ~ ! -user user | head -3") % ((pkgrepo.NPM_NAME,) * 2)},
+            key=k)
+        lines = out["stdout"].split("\n")
+        self.assertEqual(lines[0], pkgrepo.WHEEL_VALUE, out)
+        self.assertTrue(lines[1].startswith("/home/user/.venv/lib/"), lines)
+        self.assertEqual(lines[2], "/home/user/.npm-global/bin/" + pkgrepo.NPM_NAME)
+        self.assertEqual(lines[3:], [pkgrepo.NPM_OUTPUT, ""], out)  # all of ~ is the user's
+        d.ok("DELETE", "/v1/computers/" + c["id"], key=k)
+        d.ok("DELETE", "/v1/templates/pkgs", key=k)
 
 
 if __name__ == "__main__":
