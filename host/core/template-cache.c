@@ -41,6 +41,7 @@
 #include "store-templates.h"
 
 #define TPL_LOCK_POLL_MS 500
+#define TPL_BUILTIN_KEEP 3 /* builds of one built-in template kept, unused or not */
 
 void tpl_entry_name(const char *kind, const char *key, char out[TPL_ENTRY])
 {
@@ -307,12 +308,12 @@ static int tpl_layer(struct tpl_job *j, const char *entry, struct err *e)
 		snprintf(path, sizeof path, "%s/manifest.json", dir);
 		rc = tpl_write_json(
 		    path,
-		    json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:f, s:s, s:s}", "kind",
+		    json_pack("{s:s, s:s, s:s, s:s?, s:o, s:I, s:I, s:I, s:f, s:s, s:s}", "kind",
 			      "template-layer", "key", j->layer_key, "base_image", j->base_image,
-			      "recipe", spec ? spec : json_object(), "bytes", (json_int_t)st.bytes,
-			      "entries", (json_int_t)st.entries, "whiteouts",
-			      (json_int_t)st.whiteouts, "build_seconds",
-			      (double)(clock_wall_ms() - t0) / 1000.0, "builder",
+			      "builtin", j->recipe.builtin ? j->recipe.name : NULL, "recipe",
+			      spec ? spec : json_object(), "bytes", (json_int_t)st.bytes, "entries",
+			      (json_int_t)st.entries, "whiteouts", (json_int_t)st.whiteouts,
+			      "build_seconds", (double)(clock_wall_ms() - t0) / 1000.0, "builder",
 			      TPL_BUILDER_VERSION, "built_at", when),
 		    e);
 	}
@@ -502,11 +503,12 @@ static int tpl_image_assemble(struct tpl_job *j, const char *layer_entry, const 
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
 	return tpl_write_json(
 	    path,
-	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:s}", "name", entry, "kind",
-		      "template-image", "hash", j->image_key, "template", j->recipe.name, "layer",
-		      layer_entry, "base_image", base_name, "rootfs_bytes",
-		      (json_int_t)tpl_tree_bytes, "rootfs_entries", (json_int_t)tpl_tree_files,
-		      "build_seconds", (double)(clock_wall_ms() - t0) / 1000.0, "built_at", when),
+	    json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:s, s:I, s:I, s:f, s:s}", "name", entry,
+		      "kind", "template-image", "hash", j->image_key, "template", j->recipe.name,
+		      "builtin", j->recipe.builtin ? j->recipe.name : NULL, "layer", layer_entry,
+		      "base_image", base_name, "rootfs_bytes", (json_int_t)tpl_tree_bytes,
+		      "rootfs_entries", (json_int_t)tpl_tree_files, "build_seconds",
+		      (double)(clock_wall_ms() - t0) / 1000.0, "built_at", when),
 	    e);
 }
 
@@ -651,6 +653,7 @@ int tpl_cache_build(struct tpl_job *j, struct err *e)
 struct tpl_entry_info {
 	char name[TPL_ENTRY];
 	time_t mtime;
+	char builtin[64]; /* the built-in template it is of, or "" */
 };
 
 static int tpl_entry_newer(const void *a, const void *b)
@@ -733,7 +736,16 @@ static void tpl_prune_kind(struct core_templates *t, const char *prefix, const c
 		}
 		snprintf(list[n].name, sizeof list[n].name, "%.*s", (int)sizeof list[n].name - 1,
 			 de->d_name);
-		list[n++].mtime = st.st_mtime;
+		list[n].mtime = st.st_mtime;
+		list[n].builtin[0] = 0;
+		char manifest[TPL_DIR_MAX + 320];
+		snprintf(manifest, sizeof manifest, "%s/manifest.json", path);
+		json_t *m = json_load_file(manifest, 0, NULL);
+		const char *b = json_string_value(json_object_get(m, "builtin"));
+		if (b)
+			snprintf(list[n].builtin, sizeof list[n].builtin, "%s", b);
+		json_decref(m);
+		n++;
 	}
 	closedir(d);
 	qsort(list, n, sizeof *list, tpl_entry_newer);
@@ -744,9 +756,19 @@ static void tpl_prune_kind(struct core_templates *t, const char *prefix, const c
 		if ((keep && strcmp(list[i].name, keep) == 0) || tpl_entry_in_use(path) ||
 		    tpl_entry_referenced(t, list[i].name))
 			continue;
-		if (kept++ < t->cfg.cache_keep)
+		/* A built-in template's older builds (over earlier base images,
+		 * of an earlier recipe) go once three newer ones are there, as
+		 * build-image keeps three images of a name: they are the large
+		 * ones (data's layer is 1.7 GB), and the count rule alone would
+		 * keep --template-cache-keep of them. */
+		int newer = 0;
+		for (size_t k = 0; k < i && list[i].builtin[0]; k++)
+			newer += strcmp(list[k].builtin, list[i].builtin) == 0;
+		bool superseded = newer >= TPL_BUILTIN_KEEP;
+		if (!superseded && kept++ < t->cfg.cache_keep)
 			continue;
-		fprintf(stderr, "cubicled: templates: pruning %s (unused)\n", path);
+		fprintf(stderr, "cubicled: templates: pruning %s (%s)\n", path,
+			superseded ? "a built-in template's older build" : "unused");
 		tpl_rm_tree(path);
 	}
 	free(list);
