@@ -431,6 +431,27 @@ class Indexes(unittest.TestCase):
         d.ok("DELETE", "/v1/computers/" + c["id"], key=k)
         d.ok("DELETE", "/v1/templates/pkgs", key=k)
 
+    def test_the_egress_policy_applies_to_builds(self):
+        """A workspace that may not reach the index's address cannot from a
+        build either (the address is this test's own namespace's)."""
+        d = self.d
+        blocked, bk = d.workspace("no-index", egress_deny=[self.repo.addr + "/32"])
+        step = "curl -s -o /dev/null -w '%%{http_code}\\n' %s/simple/ || echo unreachable" \
+            % self.repo.base
+        for k, name in ((self.key, "reach"), (bk, "reach")):
+            d.ok("POST", "/v1/templates", {"name": name, "run": ["{ %s; } > /etc/reached" % step]},
+                 key=k, status=202)
+        results = {}
+        for k in (self.key, bk):
+            t = d.ok("GET", "/v1/templates/reach?wait=ready&timeout_s=300", key=k, timeout=330)
+            self.assertEqual(t["state"], "ready", t)
+            c = d.computer(k, template="reach")
+            results[k] = d.act(c["id"], "bash", {"command": "cat /etc/reached"}, key=k)["stdout"]
+            d.ok("DELETE", "/v1/computers/" + c["id"], key=k)
+            d.ok("DELETE", "/v1/templates/reach", key=k)
+        self.assertEqual(results[self.key], "200\n")
+        self.assertEqual(results[bk], "000\nunreachable\n")
+
 
 if __name__ == "__main__":
     unittest.main()
