@@ -290,14 +290,14 @@ int main(int argc, char **argv)
 	    {"header-timeout", required_argument, NULL, 0x206},
 	    {"body-timeout", required_argument, NULL, 0x207},
 	    {"body-min-rate", required_argument, NULL, 0x208},
-	    {"templates", required_argument, NULL, 0x400},
-	    {"template-cache", required_argument, NULL, 0x401},
-	    {"max-template-builds", required_argument, NULL, 0x402},
-	    {"max-templates-per-workspace", required_argument, NULL, 0x403},
-	    {"template-max-mb", required_argument, NULL, 0x404},
-	    {"template-build-timeout", required_argument, NULL, 0x405},
-	    {"template-cache-keep", required_argument, NULL, 0x406},
-	    {"build-templates", no_argument, NULL, 0x407},
+	    {"templates", required_argument, NULL, 0x7100},
+	    {"template-cache", required_argument, NULL, 0x7101},
+	    {"max-template-builds", required_argument, NULL, 0x7102},
+	    {"max-templates-per-workspace", required_argument, NULL, 0x7103},
+	    {"template-max-mb", required_argument, NULL, 0x7104},
+	    {"template-build-timeout", required_argument, NULL, 0x7105},
+	    {"template-cache-keep", required_argument, NULL, 0x7106},
+	    {"build-templates", no_argument, NULL, 0x7107},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
 	    {"guest-ca-certs", required_argument, NULL, 0x300},
@@ -461,33 +461,33 @@ int main(int argc, char **argv)
 			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
 			break;
 			break;
-		case 0x400:
+		case 0x7100:
 			cfg.templates.builtin_dir = optarg;
 			break;
-		case 0x401:
+		case 0x7101:
 			cfg.templates.cache_dir = optarg;
 			break;
-		case 0x402:
+		case 0x7102:
 			cfg.templates.max_builds =
 			    (int)main_number(optarg, "--max-template-builds", 1, 64);
 			break;
-		case 0x403:
+		case 0x7103:
 			cfg.templates.max_per_workspace =
 			    (int)main_number(optarg, "--max-templates-per-workspace", 1, 100000);
 			break;
-		case 0x404:
+		case 0x7104:
 			cfg.templates.max_mb =
 			    main_number(optarg, "--template-max-mb", 16, 1 << 20);
 			break;
-		case 0x405:
+		case 0x7105:
 			cfg.templates.timeout_s =
 			    (int)main_number(optarg, "--template-build-timeout", 10, 86400);
 			break;
-		case 0x406:
+		case 0x7106:
 			cfg.templates.cache_keep =
 			    (int)main_number(optarg, "--template-cache-keep", 0, 100000);
 			break;
-		case 0x407:
+		case 0x7107:
 			build_templates = true;
 			break;
 		case 'A':
