@@ -18,6 +18,8 @@ build: deps $(BUILD)/CMakeCache.txt
 	webclient/build $(BUILD)/webclient
 	@[ host/runner/js/node_modules/.package-lock.json -nt host/runner/js/package-lock.json ] || \
 		(cd host/runner/js && npm ci --no-audit --no-fund --silent)
+	@[ sdk/js/node_modules/.package-lock.json -nt sdk/js/package-lock.json ] || \
+		(cd sdk/js && npm ci --no-audit --no-fund --silent)
 
 $(ASAN_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCUBICLE_SANITIZE=ON \

@@ -27,6 +27,7 @@
 #include "connect.h"
 #include "desk.h"
 #include "envd.h"
+#include "log.h"
 #include "pkg-sock.h"
 #include "server.h"
 #include "session.h"
@@ -66,6 +67,7 @@ static void main_usage(FILE *to)
 	      "  --credential-file F where --connect keeps this machine's credential (0600;\n"
 	      "                      default $HOME/.config/cubicle-envd.credential)\n"
 	      "  --listen ADDR       where to serve the HTTP API (tcp port 0 = any free port)\n"
+	      "  --log-format F      text (default) or json: one JSON object per line\n"
 	      "  --token-file FILE   the bearer token clients must send (first line of FILE)\n"
 	      "  --user NAME         run client commands and file access as this user\n"
 	      "  --session desktop   start and supervise the desktop session (Xvfb, D-Bus,\n"
@@ -171,6 +173,7 @@ int main(int argc, char **argv)
 	    {"vnc", required_argument, NULL, 'v'},
 	    {"connect", required_argument, NULL, 'C'},
 	    {"credential-file", required_argument, NULL, 'F'},
+	    {"log-format", required_argument, NULL, 'L'},
 	    {"guest", no_argument, NULL, 'G'},
 	    {"sizes", required_argument, NULL, 'S'},
 	    {"version", no_argument, NULL, 'V'},
@@ -235,6 +238,16 @@ int main(int argc, char **argv)
 		case 'F':
 			cred_file = optarg;
 			break;
+		case 'L': {
+			enum log_format lf;
+			if (log_format_parse(optarg, &lf) < 0) {
+				fprintf(stderr, "envd: --log-format takes text or json, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			log_set_format(lf, "envd");
+			break;
+		}
 		case 'G':
 			env.guest = true;
 			break;

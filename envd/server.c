@@ -22,16 +22,21 @@
 #include <openssl/sha.h>
 
 #include "action.h"
+#include "cdp.h"
 #include "files.h"
 #include "httpd.h"
 #include "ident.h"
 #include "session.h"
 #include "setup.h"
 
+/* Byte tunnels to the computer's loopback ports open at once (previews, CDP). */
+#define SERVER_MAX_TUNNELS 256
+
 struct server {
 	struct envd *env;
 	struct httpd *httpd;
 	unsigned char token_hash[SHA256_DIGEST_LENGTH];
+	int own_port; /* the TCP port envd listens on (a microVM's 7777), 0 if none */
 };
 
 /* ---- handlers (worker threads) ------------------------------------------------- */
@@ -130,6 +135,19 @@ static void server_setup(void *ctx, struct httpd_request *req, struct httpd_resp
 		return;
 	}
 	httpd_respond_json(resp, 200, answer);
+}
+
+/* POST /v1/cdp: the desktop's Chromium with its DevTools endpoint (cdp.h). */
+static void server_cdp(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct server *srv = ctx;
+	(void)req;
+	struct err e = {0};
+	json_t *out = NULL;
+	if (cdp_ensure(srv->env, &out, &e) < 0)
+		httpd_respond_err(resp, &e);
+	else
+		httpd_respond_json(resp, 200, out);
 }
 
 static void server_action(void *ctx, struct httpd_request *req, struct httpd_response *resp)
@@ -368,6 +386,17 @@ static int server_route(void *ctx, struct httpd_request *req, struct httpd_route
 		route->user = (void *)a;
 		return 0;
 	}
+	if (strcmp(req->path, "/v1/cdp") == 0) {
+		if (req->method != HTTPD_POST)
+			return err_set(e, ERR_BAD_REQUEST, "/v1/cdp answers POST only");
+		route->handler = server_cdp;
+		return 0;
+	}
+	if (strcmp(req->path, "/v1/tunnel") == 0)
+		return err_set(
+		    e, ERR_BAD_REQUEST,
+		    "/v1/tunnel is a WebSocket (subprotocol binary): connect with Upgrade: "
+		    "websocket");
 	if (strcmp(req->path, "/v1/files") == 0) {
 		if (req->method == HTTPD_GET) {
 			route->handler = server_file_get;
@@ -379,6 +408,38 @@ static int server_route(void *ctx, struct httpd_request *req, struct httpd_route
 			       req->method_name);
 	}
 	return err_set(e, ERR_NOT_FOUND, "no such endpoint: %.200s", req->path);
+}
+
+/*
+ * GET /v1/tunnel?port=N, upgraded to a WebSocket (subprotocol binary): a
+ * byte tunnel to 127.0.0.1:N in the computer, for cubicled's previews and
+ * CDP (the event loop: the connect is non-blocking; a port nothing listens
+ * on closes the tunnel with 4502). The token is the only credential;
+ * envd's own port is not a tunnel's.
+ */
+static int server_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t,
+			 struct err *e)
+{
+	struct server *srv = ctx;
+	if (!server_authorized(srv, req))
+		return err_set(e, ERR_UNAUTHORIZED,
+			       "missing or wrong token: send 'Authorization: Bearer <envd token>'");
+	if (strcmp(req->path, "/v1/tunnel") != 0)
+		return err_set(e, ERR_NOT_FOUND, "no WebSocket endpoint at %.200s", req->path);
+	const char *v = httpd_query(req, "port");
+	char *end = NULL;
+	long port = v ? strtol(v, &end, 10) : 0;
+	if (!v || !*v || *end || port < 1 || port > 65535)
+		return err_param(e, "port", "port: an integer in [1, 65535]");
+	if (port == srv->own_port)
+		return err_set_param(e, ERR_FORBIDDEN, "port", "port %ld is envd's own", port);
+	if (httpd_tunnels_tagged(srv->httpd, "tcp") >= SERVER_MAX_TUNNELS)
+		return err_set(e, ERR_LIMIT, "%d tunnels are open, the most envd keeps",
+			       SERVER_MAX_TUNNELS);
+	t->tcp_port = (int)port;
+	t->answer_seconds = -1; /* an HTTP server waits for its client */
+	snprintf(t->tag, sizeof t->tag, "tcp");
+	return 0;
 }
 
 /* ---- lifecycle ------------------------------------------------------------------ */
@@ -395,6 +456,7 @@ struct server *server_create(struct envd *env, const struct server_opts *o, stru
 	struct httpd_opts ho = {
 	    .listen = o->listen,
 	    .router = server_route,
+	    .tunnel = server_tunnel,
 	    .ctx = srv,
 	    .max_body = env->max_body,
 	    .max_jobs = o->max_jobs,
@@ -405,6 +467,9 @@ struct server *server_create(struct envd *env, const struct server_opts *o, stru
 		free(srv);
 		return NULL;
 	}
+	const char *addr = httpd_address(srv->httpd);
+	if (strncmp(addr, "tcp:", 4) == 0)
+		srv->own_port = atoi(strrchr(addr, ':') + 1);
 	return srv;
 }
 

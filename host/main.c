@@ -23,6 +23,7 @@
 
 #include "api.h"
 #include "ident.h"
+#include "log.h"
 #include "token.h"
 #include "core.h"
 #include "guest-net.h"
@@ -48,6 +49,10 @@ static void main_usage(FILE *to)
 	      "  --listen HOST:PORT        where to serve the API (default 127.0.0.1:8080;\n"
 	      "                            port 0 = any free port)\n"
 	      "  --state-dir DIR           the database, computers' disks, sessions, keys\n"
+	      "  --database URI            a shared PostgreSQL database (postgresql://...)\n"
+	      "                            instead of DIR/cubicle.db (host/store/README.md);\n"
+	      "                            or $CUBICLE_DATABASE, which keeps a password out\n"
+	      "                            of ps\n"
 	      "  --images DIR              built guest images (default: ../images beside the\n"
 	      "                            binary, i.e. build/images)\n"
 	      "  --unit-rate NANODOLLARS   per second for an xs sandbox (default 15000)\n"
@@ -62,6 +67,16 @@ static void main_usage(FILE *to)
 	      "  --stream-ttl-max S        longest stream token lifetime (default 600)\n"
 	      "  --stream-max S            longest an open stream lives (default 3600)\n"
 	      "  --streams-per-computer N  open streams one computer may have (default 8)\n"
+	      "  --preview-listen HOST:PORT  where previews and CDP are relayed from (default\n"
+	      "                            --listen's host and port + 1; off = none)\n"
+	      "  --preview-url URL         how browsers reach it: http(s)://DOMAIN[:PORT];\n"
+	      "                            previews are PORT-ID.DOMAIN (default\n"
+	      "                            http://localhost:<its port>)\n"
+	      "  --preview-ttl-max S       longest preview or CDP token lifetime (default 86400)\n"
+	      "  --previews-per-computer N  connections open through previews and CDP per\n"
+	      "                            computer (default 32)\n"
+	      "  --preview-idle S          such a connection idle this long ends (default 300)\n"
+	      "  --public-previews         workspace keys may make public previews (no token)\n"
 	      "  --mcp-origins LIST        browser Origins (comma-separated) allowed on /mcp\n"
 	      "                            besides cubicled's own (default none)\n"
 	      "  --run-cpu-ms MS           CPU time of a code run (default 100)\n"
@@ -92,6 +107,13 @@ static void main_usage(FILE *to)
 	      "  --header-timeout S        request headers complete within (default 10)\n"
 	      "  --body-timeout S          a body arrives within S (default 30), plus 1 s\n"
 	      "  --body-min-rate BYTES     per this many bytes received (default 16384)\n"
+	      "  --recording-fps N         frames a second a recording takes at most (default 10)\n"
+	      "  --recording-max-s S       the longest recording (default 3600)\n"
+	      "  --recording-max-mb N      the largest recording file (default 1024)\n"
+	      "  --recordings-per-computer N  recordings of one computer at once (default 1)\n"
+	      "  --max-recordings N        recordings at once on this host (default 4)\n"
+	      "  --recording-keep-days N   a kept recording is deleted N days after it\n"
+	      "                            stopped (default 30)\n"
 	      "  --egress-allow CIDR,...   IPv4 prefixes guests may reach although the\n"
 	      "                            default egress policy denies them (private,\n"
 	      "                            CGNAT...: host/README.md); never the host's own\n"
@@ -108,6 +130,10 @@ static void main_usage(FILE *to)
 	      "  --template-cache-keep N   unused template layers and images kept (default 16)\n"
 	      "  --build-templates         build the built-in templates into the cache and exit\n"
 	      "                            (make images; no --state-dir needed)\n"
+	      "  --metrics-open            serve GET /metrics without a key (it names\n"
+	      "                            workspaces; default: the admin key only)\n"
+	      "  --log-format text|json    the log on stderr: text (default), or one JSON\n"
+	      "                            object per line\n"
 	      "  --guest-ca-certs DIR      CA certificates (*.crt, PEM) every guest trusts\n"
 	      "                            besides Debian's (default\n"
 	      "                            /usr/local/share/ca-certificates; none = none)\n"
@@ -196,6 +222,36 @@ static char *main_state_secret(const char *state_dir, const char *name, const ch
 	return strdup(buf);
 }
 
+/* $CUBICLE_DATABASE (malloc'd, wiped from the environment), else NULL: the
+ * flag's or the state dir's database. A password on the command line is
+ * readable by every local user (ps): say so. */
+static bool main_uri_has_password(const char *uri)
+{
+	if (strstr(uri, "password="))
+		return true;
+	const char *auth = strstr(uri, "://");
+	if (!auth)
+		return false;
+	auth += 3;
+	size_t n = strcspn(auth, "/?");
+	const char *at = memchr(auth, '@', n);
+	return at && memchr(auth, ':', (size_t)(at - auth));
+}
+
+static char *main_database(const char *flag)
+{
+	const char *env = getenv("CUBICLE_DATABASE");
+	if (flag && main_uri_has_password(flag))
+		fprintf(stderr, "cubicled: --database has a password in it, which every local "
+				"user can read (ps): use $CUBICLE_DATABASE or a .pgpass file\n");
+	if (!env || !*env)
+		return NULL;
+	char *v = strdup(env);
+	explicit_bzero((char *)env, strlen(env));
+	unsetenv("CUBICLE_DATABASE");
+	return v;
+}
+
 /* $CUBICLE_ADMIN_KEY, or the state dir's admin.key, created on first run. */
 static char *main_admin_key(const char *state_dir)
 {
@@ -219,7 +275,8 @@ static char *main_admin_key(const char *state_dir)
 
 int main(int argc, char **argv)
 {
-	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL;
+	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL,
+		   *preview_listen = NULL, *database = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct runner_config rc = {0};
@@ -251,6 +308,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"state-dir", required_argument, NULL, 's'},
+	    {"database", required_argument, NULL, 0x300},
 	    {"images", required_argument, NULL, 'i'},
 	    {"unit-rate", required_argument, NULL, 'u'},
 	    {"stopped-rate", required_argument, NULL, 'S'},
@@ -264,6 +322,12 @@ int main(int argc, char **argv)
 	    {"stream-max", required_argument, NULL, 'M'},
 	    {"streams-per-computer", required_argument, NULL, 0x5301},
 	    {"mcp-origins", required_argument, NULL, 'O'},
+	    {"preview-listen", required_argument, NULL, 0x5401},
+	    {"preview-url", required_argument, NULL, 0x5402},
+	    {"preview-ttl-max", required_argument, NULL, 0x5403},
+	    {"previews-per-computer", required_argument, NULL, 0x5404},
+	    {"preview-idle", required_argument, NULL, 0x5405},
+	    {"public-previews", no_argument, NULL, 0x5406},
 	    /* the code runner (docs/code-runner.md) */
 	    {"run-cpu-ms", required_argument, NULL, 1001},
 	    {"run-wall-ms", required_argument, NULL, 1002},
@@ -298,12 +362,20 @@ int main(int argc, char **argv)
 	    {"template-build-timeout", required_argument, NULL, 0x7105},
 	    {"template-cache-keep", required_argument, NULL, 0x7106},
 	    {"build-templates", no_argument, NULL, 0x7107},
+	    {"recording-fps", required_argument, NULL, 0x400},
+	    {"recording-max-s", required_argument, NULL, 0x401},
+	    {"recording-max-mb", required_argument, NULL, 0x402},
+	    {"recordings-per-computer", required_argument, NULL, 0x403},
+	    {"max-recordings", required_argument, NULL, 0x404},
+	    {"recording-keep-days", required_argument, NULL, 0x405},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
-	    {"guest-ca-certs", required_argument, NULL, 0x300},
-	    {"pip-index-url", required_argument, NULL, 0x301},
-	    {"npm-registry", required_argument, NULL, 0x302},
-	    {"guest-sizes", required_argument, NULL, 0x303},
+	    {"metrics-open", no_argument, NULL, 0x320},
+	    {"log-format", required_argument, NULL, 0x321},
+	    {"guest-ca-certs", required_argument, NULL, 0x310},
+	    {"pip-index-url", required_argument, NULL, 0x311},
+	    {"npm-registry", required_argument, NULL, 0x312},
+	    {"guest-sizes", required_argument, NULL, 0x313},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -316,6 +388,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			state_dir = optarg;
+			break;
+		case 0x300:
+			database = optarg;
 			break;
 		case 'i':
 			images = optarg;
@@ -361,6 +436,26 @@ int main(int argc, char **argv)
 		case 0x5301:
 			streams_per_computer =
 			    (int)main_number(optarg, "--streams-per-computer", 1, 10000);
+			break;
+		case 0x5401:
+			preview_listen = optarg;
+			break;
+		case 0x5402:
+			ao.preview_url = optarg;
+			break;
+		case 0x5403:
+			ao.preview_ttl_max_s = (int)main_number(optarg, "--preview-ttl-max", 1,
+								CORE_PREVIEW_TOKEN_MAX_S);
+			break;
+		case 0x5404:
+			ao.previews_per_computer =
+			    (int)main_number(optarg, "--previews-per-computer", 1, 10000);
+			break;
+		case 0x5405:
+			ao.preview_idle_s = (int)main_number(optarg, "--preview-idle", 1, 86400);
+			break;
+		case 0x5406:
+			ao.public_previews = true;
 			break;
 		case 1001:
 			rc.cpu_ms = (int)main_number(optarg, "--run-cpu-ms", 1, 60000);
@@ -490,6 +585,27 @@ int main(int argc, char **argv)
 		case 0x7107:
 			build_templates = true;
 			break;
+		case 0x400:
+			cfg.record_fps = (int)main_number(optarg, "--recording-fps", 1, 30);
+			break;
+		case 0x401:
+			cfg.record_max_s = (int)main_number(optarg, "--recording-max-s", 1, 86400);
+			break;
+		case 0x402:
+			cfg.record_max_bytes =
+			    (uint64_t)main_number(optarg, "--recording-max-mb", 8, 1 << 20) << 20;
+			break;
+		case 0x403:
+			cfg.record_per_computer =
+			    (int)main_number(optarg, "--recordings-per-computer", 1, 16);
+			break;
+		case 0x404:
+			cfg.record_per_host = (int)main_number(optarg, "--max-recordings", 1, 1024);
+			break;
+		case 0x405:
+			cfg.record_keep_days =
+			    (int)main_number(optarg, "--recording-keep-days", 1, 36500);
+			break;
 		case 'A':
 		case 'D': {
 			struct err pe = {0};
@@ -501,16 +617,32 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
-		case 0x300:
+		case 0x320:
+			ao.metrics_open = true;
+			break;
+		case 0x321: {
+			enum log_format lf;
+			if (log_format_parse(optarg, &lf) < 0) {
+				fprintf(stderr,
+					"cubicled: --log-format takes text or json, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			if (log_set_format(lf, "cubicled") < 0)
+				fprintf(stderr,
+					"cubicled: cannot log as JSON; the log stays text\n");
+			break;
+		}
+		case 0x310:
 			guest_ca_dir = optarg;
 			break;
-		case 0x301:
+		case 0x311:
 			pip_index_url = optarg;
 			break;
-		case 0x302:
+		case 0x312:
 			npm_registry = optarg;
 			break;
-		case 0x303:
+		case 0x313:
 			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
 				fprintf(stderr, "cubicled: --guest-sizes takes on or off\n");
 				return 2;
@@ -608,6 +740,10 @@ int main(int argc, char **argv)
 	if (!realpath(images_abs, images_real))
 		snprintf(images_real, sizeof images_real, "%s", images_abs);
 	cfg.state_dir = state_abs;
+	char recorder[PATH_MAX + 32];
+	snprintf(recorder, sizeof recorder, "%s/cubicle-record", bin_dir);
+	cfg.recorder = recorder;
+	cfg.record_uid = rc.uid;
 	if (!session_quota_set)
 		cfg.session_quota = 10240ull << 20;
 	cfg.images_dir = images_real;
@@ -623,11 +759,20 @@ int main(int argc, char **argv)
 	struct err e = {0};
 	snprintf(db, sizeof db, "%s/cubicle.db", state_abs);
 	envd_set_limits(&envd_limits);
-	struct store *store = store_open(db, &e);
+	char *database_env = main_database(database);
+	struct store *store = store_open(database_env ? database_env
+					 : database   ? database
+						      : db,
+					 &e);
+	if (database_env) {
+		explicit_bzero(database_env, strlen(database_env));
+		free(database_env);
+	}
 	if (!store) {
 		fprintf(stderr, "cubicled: %s\n", e.message);
 		return 1;
 	}
+	fprintf(stderr, "cubicled: store: %s\n", store_backend(store));
 	struct core *core = core_open(&cfg, store, &e);
 	if (!core) {
 		fprintf(stderr, "cubicled: %s\n", e.message);
@@ -641,6 +786,17 @@ int main(int argc, char **argv)
 	unsigned char stream_key[TOKEN_KEY_BYTES];
 	SHA256((const unsigned char *)stream_secret, strlen(stream_secret), stream_key);
 	free(stream_secret);
+	if (strcmp(store_backend(store), "postgresql") == 0) {
+		/* Hosts that share a database share the key, so a token verifies
+		 * on any of them; the first host's own key seeds it. */
+		struct store_stream_key sk;
+		if (store_stream_key_current(store, stream_key, &sk, &e) < 0) {
+			fprintf(stderr, "cubicled: %s\n", e.message);
+			return 1;
+		}
+		memcpy(stream_key, sk.secret, sizeof stream_key);
+		explicit_bzero(&sk, sizeof sk);
+	}
 	char web_dir[PATH_MAX + 16];
 	if (web) {
 		snprintf(web_dir, sizeof web_dir, "%s", web);
@@ -655,6 +811,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ao.listen = listen;
+	/* Previews beside the API: its host, the next port (any free one
+	 * when the API's is). */
+	char preview_default[300];
+	if (!preview_listen) {
+		const char *colon = strrchr(listen, ':');
+		long port = colon ? atol(colon + 1) : 8080;
+		snprintf(preview_default, sizeof preview_default, "%.*s:%ld",
+			 colon ? (int)(colon - listen) : 9, colon ? listen : "127.0.0.1",
+			 port ? port + 1 : 0);
+		preview_listen = preview_default;
+	}
+	ao.preview_listen = strcmp(preview_listen, "off") == 0 ? NULL : preview_listen;
 	ao.admin_key = admin;
 	ao.spool_dir = spool;
 	ao.stream_key = stream_key;
@@ -675,8 +843,9 @@ int main(int argc, char **argv)
 	sa.sa_handler = main_on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	printf("cubicled: listening on %s (images %s, state %s)\n", api_address(main_api),
-	       images_real, state_abs);
+	printf("cubicled: listening on %s (images %s, state %s, previews %s)\n",
+	       api_address(main_api), images_real, state_abs,
+	       *api_preview_address(main_api) ? api_preview_address(main_api) : "off");
 	fflush(stdout);
 	api_run(main_api);
 	signal(SIGTERM, SIG_IGN);

@@ -126,6 +126,41 @@ static enum err_code err_code_for_status(int status)
 	return status >= 400 && status < 500 ? ERR_BAD_REQUEST : ERR_INTERNAL;
 }
 
+const char *err_code_static(const char *name, int status)
+{
+	for (size_t i = 1; name && i < sizeof err_table / sizeof err_table[0]; i++)
+		if (strcmp(name, err_table[i].name) == 0)
+			return err_table[i].name;
+	if (status == 408)
+		return "request_timeout";
+	for (size_t i = 1; i < sizeof err_table / sizeof err_table[0]; i++)
+		if (err_table[i].status == status)
+			return err_table[i].name;
+	return "other";
+}
+
+int err_code_index(const char *name)
+{
+	size_t n = sizeof err_table / sizeof err_table[0]; /* 1..n-1: the codes */
+	for (size_t i = 1; name && i < n; i++)
+		if (strcmp(name, err_table[i].name) == 0)
+			return (int)i - 1;
+	if (name && strcmp(name, "request_timeout") == 0)
+		return (int)n - 1;
+	return (int)n; /* other */
+}
+
+const char *err_code_at(int i)
+{
+	int n = (int)(sizeof err_table / sizeof err_table[0]);
+	if (i >= 0 && i < n - 1)
+		return err_table[i + 1].name;
+	return i == n - 1 ? "request_timeout" : "other";
+}
+
+_Static_assert(sizeof err_table / sizeof err_table[0] + 1 == ERR_CODE_NAMES,
+	       "ERR_CODE_NAMES: the codes, request_timeout and other");
+
 int err_from_json(struct err *e, const json_t *j, int status)
 {
 	const json_t *inner = json_object_get(j, "error");

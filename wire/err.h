@@ -60,6 +60,19 @@ int err_http_status(enum err_code code);
 /* Stable machine-readable names: "invalid_parameter", "not_found", ... */
 const char *err_code_name(enum err_code code);
 
+/* The static name of an answer's error code: `name` when it is one of the
+ * table's, else the code of `status` (the first of the table for a shared
+ * status, "request_timeout" for 408, "other" for one the table lacks):
+ * what /metrics counts errors by, whatever a guest answered. */
+const char *err_code_static(const char *name, int status);
+
+/* The names err_code_static answers, as indices for counters:
+ * 0 <= err_code_index(name) < ERR_CODE_NAMES ("other" for a name it does not
+ * know), err_code_at(i) its name. */
+#define ERR_CODE_NAMES 15
+int err_code_index(const char *name);
+const char *err_code_at(int i);
+
 /* {"error":{"code","message","param"?}}; the caller owns the reference. */
 json_t *err_to_json(const struct err *e);
 

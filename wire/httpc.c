@@ -1,4 +1,5 @@
 #include "httpc.h"
+#include "log.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -280,6 +281,12 @@ static struct curl_slist *httpc_setup(CURL *h, const struct httpc_request *q)
 	}
 	if (q->max_body && !(q->out_fd >= 0 && q->out_fd_always))
 		curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)q->max_body);
+	/* The request this thread serves, named to whoever we call (log.h). */
+	if (log_request_id()[0]) {
+		char rid[32 + LOG_REQUEST_ID_MAX];
+		snprintf(rid, sizeof rid, "X-Request-Id: %s", log_request_id());
+		hdrs = curl_slist_append(hdrs, rid);
+	}
 	if (q->bearer) {
 		char auth[512];
 		snprintf(auth, sizeof auth, "Authorization: Bearer %s", q->bearer);

@@ -40,6 +40,7 @@ struct exchange {
 	bool released; /* under h->lock: parked, and its job thread has returned */
 	bool answered; /* under h->lock: parked, answered before its job thread returned */
 	bool headers_sent, close_after;
+	bool finished; /* its answer's last byte went out */
 	size_t resp_sent;
 	char target[160];
 	int64_t t0_us; /* clock_now_us() when it began */
@@ -62,8 +63,10 @@ struct tunnel {
 	struct lws_buflist *to_raw, *to_ws;
 	size_t to_raw_len, to_ws_len;
 	bool ws_paused, raw_paused;
-	bool kill;     /* under h->lock: httpd_close_tagged() asked, or the socket went silent */
-	bool answered; /* the socket sent its first bytes */
+	bool kill;	/* under h->lock: httpd_close_tagged() asked, or the socket went silent */
+	bool answered;	/* the socket sent its first bytes */
+	bool connected; /* the socket is connected (a TCP port's may still be connecting) */
+	bool raw_gone;	/* the socket ended: the client gets what it sent, then a close */
 	int close_code;
 	char close_reason[64];
 	int fd; /* the socket until it is adopted */
@@ -75,6 +78,33 @@ struct tunnel_conn {
 };
 
 #define TUNNEL_HIGH (1u << 20) /* pause the sender above this many buffered bytes */
+
+/* A relay (httpd.h): `cl` the client's raw connection on the relay
+ * listener, `up` the WebSocket to the computer's envd. Freed when both are
+ * gone. */
+struct relay {
+	struct relay *next; /* h->relays, under h->lock */
+	struct httpd *h;
+	struct lws *cl, *up;
+	bool routed;	  /* the router relayed it (r is filled) */
+	bool answering;	  /* an answer or a page is on its way: close after it */
+	bool up_open;	  /* the WebSocket to envd is established */
+	bool up_ended;	  /* ... and has ended (maybe before its dial returned) */
+	bool guest_spoke; /* bytes from the computer reached to_cl */
+	bool html;	  /* the first head's Accept asks for text/html (pages) */
+	bool kill;	  /* under h->lock: httpd_relays_close() asked */
+	bool cl_paused, up_paused;
+	char *in; /* the first head (and what came with it) until routed */
+	size_t in_len;
+	struct httpreq_stream *rw; /* the client's request stream, once routed */
+	struct lws_buflist *to_up, *to_cl;
+	size_t to_up_len, to_cl_len;
+	int up_close_code; /* envd's close frame, 0 if none */
+	char up_close_reason[124];
+	int up_http_status;	     /* envd refused the upgrade with this status */
+	lws_sorted_usec_list_t life; /* max_seconds */
+	struct httpd_relay r;
+};
 
 /* Open connections per client address (opts.max_conns_per_addr), loop
  * thread only. A connection is counted when accepted (FILTER_NETWORK_
@@ -105,17 +135,28 @@ struct httpd {
 	pthread_cond_t idle;
 	struct exchange *jobs;
 	int running;
-	struct tunnel *tunnels;			    /* under lock */
+	struct tunnel *tunnels;	    /* under lock */
+	struct relay *relays;	    /* under lock */
+	struct lws_vhost *relay_vh; /* the relay listener's, or NULL */
+	char relay_host[256];	    /* its interface (lws keeps the pointer) */
+	char relay_address[300];
 	struct peer *peers[PEER_BUCKETS];	    /* loop thread */
 	struct peer_conn *peer_conns[PEER_BUCKETS]; /* loop thread */
 	struct peer *peer_pending;		    /* accepted, its wsi not created yet */
 };
 
-/* httpd.c, for the tunnels: a request's fields from its wsi (the upgrade's
- * path, query, headers), and the per-address accounting of a new wsi. */
+/* httpd.c, for the tunnels and relays: a request's fields from its wsi (the
+ * upgrade's path, query, headers), and the per-address accounting of a new
+ * connection (1: refused) and of its wsi. */
 void request_fill_req(struct lws *wsi, struct httpd_request *req, char *target, size_t tlen);
+int peer_admit(struct httpd *h, const struct lws_filter_network_conn_args *a, int fd);
 void peer_wsi_created(struct httpd *h, const struct lws *wsi);
 void peer_wsi_destroyed(struct httpd *h, const struct lws *wsi);
+
+/* httpd-relay.c: the relay listener (from httpd_create) and the loop
+ * thread's part of httpd_relays_close(). */
+int relay_listen(struct httpd *h, struct err *e);
+void relay_reap(struct httpd *h);
 
 /* httpd-tunnel.c: the loop thread closes the tunnels httpd_close_tagged()
  * marked; the two lws protocols' callbacks (the client's WebSocket, the

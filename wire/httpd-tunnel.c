@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 void httpd_close_tagged(struct httpd *h, const char *tag, int code, const char *reason)
@@ -120,15 +122,30 @@ static int tunnel_accept(struct httpd *h, struct lws *wsi, struct tunnel_conn *t
 		tn->fd = -1;
 		rc = h->o.tunnel(h->o.ctx, &req, &tn->t, &e);
 	}
-	if (rc == 0) {
+	if (rc == 0 && tn->t.tcp_port > 0) {
+		/* A TCP port on the loopback: the connect completes (or is
+		 * refused) after the upgrade; RAW_CLOSE before RAW_WRITEABLE says
+		 * it was refused. */
+		struct sockaddr_in sa = {.sin_family = AF_INET,
+					 .sin_port = htons((uint16_t)tn->t.tcp_port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		tn->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (tn->fd < 0 || (connect(tn->fd, (struct sockaddr *)&sa, sizeof sa) < 0 &&
+				   errno != EINPROGRESS)) {
+			err_set(&e, errno == ECONNREFUSED ? ERR_BAD_GATEWAY : ERR_UNAVAILABLE,
+				"cannot connect to port %d: %s", tn->t.tcp_port, strerror(errno));
+			rc = -1;
+		}
+	} else if (rc == 0) {
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", tn->t.unix_path);
 		/* Non-blocking: a unix listener whose backlog is full (a microVM's
 		 * port serves one viewer at a time; a guest that never accepts)
 		 * answers EAGAIN at once instead of holding the loop. */
 		tn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (tn->fd < 0 || (connect(tn->fd, (struct sockaddr *)&sa, sizeof sa) < 0 &&
-				   errno != EINPROGRESS)) {
+		if (tn->fd >= 0 && connect(tn->fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+			tn->connected = true;
+		else if (tn->fd < 0 || errno != EINPROGRESS) {
 			if (errno == EAGAIN)
 				err_set(&e, ERR_UNAVAILABLE,
 					"the computer's stream is busy (its server takes no more "
@@ -219,9 +236,13 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 		if (tn->t.max_seconds > 0)
 			lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, tn->t.max_seconds);
 		/* The socket's server speaks first: silence past the deadline
-		 * ends the tunnel (RAW_CLOSE tells the client why). */
-		lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK,
-				tn->t.answer_seconds > 0 ? tn->t.answer_seconds : 10);
+		 * ends the tunnel (RAW_CLOSE tells the client why). A server
+		 * that waits for its client still has to connect. */
+		if (tn->t.answer_seconds >= 0 || !tn->connected)
+			lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK,
+					tn->t.answer_seconds > 0 ? tn->t.answer_seconds : 10);
+		if (!tn->connected)
+			lws_callback_on_writable(tn->raw); /* writable = connected */
 		size_t pre = strnlen(tn->t.preamble, sizeof tn->t.preamble);
 		if (pre) {
 			if (httpd_buf_queue(&tn->to_raw, &tn->to_raw_len, tn->t.preamble, pre) < 0)
@@ -233,6 +254,8 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 	case LWS_CALLBACK_RECEIVE: {
 		if (!tn || !tn->raw)
 			return -1;
+		if (tn->t.bytes)
+			atomic_fetch_add_explicit(&tn->t.bytes[0], len, memory_order_relaxed);
 		/* The queue copies what it keeps: only a filter needs a buffer. */
 		long n = (long)len;
 		int rc;
@@ -272,6 +295,10 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 		if (httpd_buf_send(wsi, &tn->to_ws, &tn->to_ws_len, LWS_WRITE_BINARY, HTTPD_CHUNK) <
 		    0)
 			return -1;
+		if (tn->raw_gone && tn->to_ws_len == 0) { /* all it sent is delivered */
+			lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, NULL, 0);
+			return -1;
+		}
 		if (tn->raw_paused && tn->to_ws_len < TUNNEL_HIGH / 2 && tn->raw) {
 			tn->raw_paused = false;
 			lws_rx_flow_control(tn->raw, 1);
@@ -308,6 +335,8 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		}
 		if (httpd_buf_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
 			return -1;
+		if (tn->t.bytes)
+			atomic_fetch_add_explicit(&tn->t.bytes[1], len, memory_order_relaxed);
 		lws_callback_on_writable(tn->ws);
 		if (tn->to_ws_len > TUNNEL_HIGH && !tn->raw_paused) {
 			tn->raw_paused = true;
@@ -317,6 +346,20 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	case LWS_CALLBACK_RAW_WRITEABLE:
 		if (!tn)
 			return -1;
+		if (!tn->connected) {
+			/* Writable can come with the error of a refused connect
+			 * (POLLOUT and POLLERR together): only no error is a
+			 * connection. */
+			int err = 0;
+			socklen_t el = sizeof err;
+			if (getsockopt(lws_get_socket_fd(wsi), SOL_SOCKET, SO_ERROR, &err, &el) <
+				0 ||
+			    err)
+				return -1; /* RAW_CLOSE says it was refused */
+			tn->connected = true;
+			if (tn->t.answer_seconds < 0)
+				lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+		}
 		if (httpd_buf_send(wsi, &tn->to_raw, &tn->to_raw_len, LWS_WRITE_RAW, HTTPD_CHUNK) <
 		    0)
 			return -1;
@@ -329,20 +372,31 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		if (tn) {
 			tn->raw = NULL;
 			lws_set_opaque_user_data(wsi, NULL);
-			if (tn->ws && !tn->answered) {
-				/* It never spoke: say so in a close frame. */
+			bool refused = !tn->connected;
+			if (tn->ws && (refused || (!tn->answered && tn->t.answer_seconds >= 0))) {
+				/* It never connected, or never spoke: say so in a
+				 * close frame. */
 				pthread_mutex_lock(&tn->h->lock);
 				if (!tn->kill) {
 					tn->kill = true;
-					tn->close_code = 4504;
-					snprintf(tn->close_reason, sizeof tn->close_reason,
-						 "the computer's live view did not answer");
+					tn->close_code = refused ? 4502 : 4504;
+					if (refused && tn->t.tcp_port > 0)
+						snprintf(tn->close_reason, sizeof tn->close_reason,
+							 "nothing answers on port %d",
+							 tn->t.tcp_port);
+					else
+						snprintf(tn->close_reason, sizeof tn->close_reason,
+							 "the computer's live view did not answer");
 				}
 				pthread_mutex_unlock(&tn->h->lock);
 				lws_callback_on_writable(tn->ws);
 				lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, 5);
 			} else if (tn->ws) {
-				lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+				/* What it sent goes first, then a normal close; a
+				 * client that stops reading has 30 s to take it. */
+				tn->raw_gone = true;
+				lws_callback_on_writable(tn->ws);
+				lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, 30);
 			}
 			tunnel_maybe_free(tn);
 		}

@@ -69,6 +69,7 @@ void httpd_respond_json(struct httpd_response *resp, int status, json_t *j)
 void httpd_respond_err(struct httpd_response *resp, const struct err *e)
 {
 	httpd_respond_json(resp, err_http_status(e->code), err_to_json(e));
+	resp->err_code = err_code_name(e->code);
 }
 
 void httpd_respond_err_detail(struct httpd_response *resp, const struct err *e, json_t *detail)
@@ -82,12 +83,75 @@ void httpd_respond_err_detail(struct httpd_response *resp, const struct err *e, 
 		json_decref(detail);
 	}
 	httpd_respond_json(resp, err_http_status(e->code), ej);
+	resp->err_code = err_code_name(e->code);
 }
 
 /* ---- exchanges ---------------------------------------------------------------- */
 
+/* The request's end: httpd_opts.on_done, then its log line (log.h's
+ * format). Once per exchange, from exchange_free. */
+static void exchange_end(struct exchange *x)
+{
+	struct httpd *h = x->h;
+	const struct httpd_response *r = &x->resp;
+	struct httpd_done d = {
+	    .status = r->status ? r->status : 200,
+	    .us = clock_now_us() - x->t0_us,
+	    .bytes_out = x->headers_sent ? x->resp_sent : 0,
+	    .gone = !x->finished,
+	};
+	if (d.status >= 400)
+		d.err_code = r->err_code ? r->err_code : err_code_static(NULL, d.status);
+	if (h->o.on_done)
+		h->o.on_done(h->o.ctx, &x->req, &d);
+	const char *const *kv = x->route.log_kv;
+	if (log_get_format() == LOG_JSON) {
+		char line[2048], path[600];
+		size_t k = 0;
+		log_json_escape(path, sizeof path, &k, x->req.path);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		struct tm tm;
+		gmtime_r(&ts.tv_sec, &tm);
+		int n = snprintf(line, sizeof line,
+				 "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"prog\":\"%s\","
+				 "\"rid\":\"%s\",\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,"
+				 "\"ms\":%.3f,\"bytes\":%llu",
+				 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+				 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, h->o.log_prefix,
+				 x->req.request_id, x->req.method_name, path, d.status,
+				 (double)d.us / 1e3, (unsigned long long)d.bytes_out);
+		size_t at = n > 0 && (size_t)n < sizeof line ? (size_t)n : 0;
+		if (d.err_code && at + 40 < sizeof line)
+			at += (size_t)snprintf(line + at, sizeof line - at, ",\"error\":\"%s\"",
+					       d.err_code);
+		for (int i = 0; kv[i] && kv[i + 1] && at + 80 < sizeof line; i += 2) {
+			at += (size_t)snprintf(line + at, sizeof line - at, ",\"%s\":\"", kv[i]);
+			log_json_escape(line, sizeof line - 40, &at, kv[i + 1]);
+			line[at++] = '"';
+		}
+		if (d.gone && at + 20 < sizeof line)
+			at += (size_t)snprintf(line + at, sizeof line - at, ",\"gone\":true");
+		if (at + 3 < sizeof line) {
+			line[at++] = '}';
+			line[at++] = '\n';
+			line[at] = 0;
+			fputs(line, stderr);
+		}
+		return;
+	}
+	char more[512] = "";
+	size_t at = 0;
+	for (int i = 0; kv[i] && kv[i + 1] && at < sizeof more; i += 2)
+		at += (size_t)snprintf(more + at, sizeof more - at, " %s=%.100s", kv[i], kv[i + 1]);
+	fprintf(stderr, "%s: %s %d %.2fms rid=%s%s%s\n", h->o.log_prefix, x->target, d.status,
+		(double)d.us / 1e3, x->req.request_id, more, d.gone ? " gone" : "");
+}
+
 static void exchange_free(struct exchange *x)
 {
+	if (x->target[0])
+		exchange_end(x);
 	/* Scheduled only while the body arrives (loop thread); a worker frees
 	 * an exchange only after that, when this is a no-op. */
 	lws_sul_cancel(&x->body_sul);
@@ -125,6 +189,7 @@ static void exchange_answer_early_ex(struct exchange *x, const struct err *e, in
 		json_object_update(json_object_get(j, "error"), detail);
 	json_decref(detail);
 	httpd_respond_json(&x->resp, err_http_status(e->code), j);
+	x->resp.err_code = err_code_name(e->code);
 	if (retry_after_s > 0) {
 		char v[16];
 		snprintf(v, sizeof v, "%d", retry_after_s);
@@ -170,6 +235,9 @@ static int exchange_write(struct httpd *h, struct lws *wsi, struct conn *c)
 				return -1;
 		if (x->close_after && httpd_header(wsi, "connection:", "close", &p, end))
 			return -1;
+		if (x->req.request_id[0] &&
+		    httpd_header(wsi, "x-request-id:", x->req.request_id, &p, end))
+			return -1;
 		if (lws_finalize_write_http_header(wsi, start, &p, end))
 			return -1;
 		x->headers_sent = true;
@@ -207,8 +275,7 @@ static int exchange_write(struct httpd *h, struct lws *wsi, struct conn *c)
 			return 0;
 		}
 	}
-	fprintf(stderr, "%s: %s %d %.2fms\n", h->o.log_prefix, x->target,
-		r->status ? r->status : 200, exchange_ms(x));
+	x->finished = true;
 	bool close_after = x->close_after;
 	exchange_free(x);
 	c->x = NULL;
@@ -271,7 +338,9 @@ static void *httpd_job(void *arg)
 {
 	struct exchange *x = arg;
 	struct httpd *h = x->h;
+	log_request_id_set(x->req.request_id);
 	x->route.handler(h->o.ctx, &x->req, &x->resp);
+	log_request_id_set(NULL);
 	if (x->route.body_fd >= 0) {
 		close(x->route.body_fd);
 		x->route.body_fd = -1;
@@ -392,6 +461,12 @@ static void request_fill(struct lws *wsi, struct exchange *x)
 		    lws_hdr_custom_copy(wsi, x->req.extra[i], sizeof x->req.extra[i], name, n) < 0)
 			x->req.extra[i][0] = 0;
 	}
+	char rid[LOG_REQUEST_ID_MAX + 2];
+	if (lws_hdr_custom_copy(wsi, rid, sizeof rid, "x-request-id:", 13) > 0 &&
+	    log_request_id_ok(rid))
+		memcpy(x->req.request_id, rid, strlen(rid) + 1); /* ok: at most 64 bytes */
+	else
+		log_request_id_new(x->req.request_id, sizeof x->req.request_id);
 }
 
 void request_fill_req(struct lws *wsi, struct httpd_request *req, char *target, size_t tlen)
@@ -482,6 +557,7 @@ static void exchange_body_late(lws_sorted_usec_list_t *sul)
 				     "message",
 				     "the request body arrived too slowly; the connection is "
 				     "closed"));
+	x->resp.err_code = "request_timeout";
 	x->close_after = true;
 	lws_callback_on_writable(x->wsi);
 }
@@ -510,13 +586,14 @@ static int exchange_route(struct httpd *h, struct lws *wsi, struct conn *c)
 	c->x = x;
 	request_fill(wsi, x);
 	struct err e = {0};
-	if (h->o.router(h->o.ctx, &x->req, &x->route, &e) < 0) {
+	int routed = h->o.router(h->o.ctx, &x->req, &x->route, &e);
+	x->req.user = x->route.user; /* on_done sees it, refused or not */
+	if (routed < 0) {
 		json_t *detail = x->route.err_detail;
 		x->route.err_detail = NULL;
 		exchange_answer_early_ex(x, &e, x->route.retry_after_s, detail);
 		return 0;
 	}
-	x->req.user = x->route.user;
 	if (!x->route.max_body)
 		x->route.max_body = h->o.max_body;
 	if (x->route.body == HTTPD_BODY_MEMORY && x->req.content_length > 0 &&
@@ -642,7 +719,7 @@ static void peer_refuse(int fd, int open, int limit)
 }
 
 /* A connection was accepted: counts it, or refuses it (returns 1). */
-static int peer_admit(struct httpd *h, const struct lws_filter_network_conn_args *a, int fd)
+int peer_admit(struct httpd *h, const struct lws_filter_network_conn_args *a, int fd)
 {
 	if (h->o.max_conns_per_addr <= 0 || !a)
 		return 0;
@@ -744,6 +821,7 @@ static int httpd_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 		if (h) {
 			httpd_collect(h);
 			tunnel_reap(h);
+			relay_reap(h);
 		}
 		return 0;
 	case LWS_CALLBACK_CLOSED_HTTP:
@@ -845,6 +923,10 @@ struct httpd *httpd_create(const struct httpd_opts *o, struct err *e)
 	if (!h->ctx) {
 		err_set(e, ERR_UNAVAILABLE, "cannot listen on %s (in use, or no such address?)",
 			o->listen);
+		goto fail;
+	}
+	if (o->relay_listen && relay_listen(h, e) < 0) {
+		lws_context_destroy(h->ctx);
 		goto fail;
 	}
 	if (h->unix_path) {

@@ -17,16 +17,19 @@
 #ifndef CUBICLE_WIRE_HTTPD_H
 #define CUBICLE_WIRE_HTTPD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
 
 #include "err.h"
+#include "log.h"
 
 #define HTTPD_MAX_URL	8192
 #define HTTPD_MAX_QUERY 32
 #define HTTPD_MAX_EXTRA 4 /* httpd_opts.extra_headers */
+#define HTTPD_LOG_KV	6 /* httpd_route.log_kv pairs */
 
 enum httpd_method {
 	HTTPD_GET,
@@ -49,7 +52,10 @@ struct httpd_request {
 	char accept[256];		  /* the Accept header, "" if none */
 	char content_type[128];		  /* the Content-Type header, "" if none */
 	char extra[HTTPD_MAX_EXTRA][128]; /* httpd_opts.extra_headers' values, "" if absent */
-	long long content_length;	  /* -1 when not given */
+	/* The incoming X-Request-Id when sane (log.h), else a new one; echoed
+	 * in the answer, logged, and the handler thread's log_request_id(). */
+	char request_id[LOG_REQUEST_ID_MAX + 1];
+	long long content_length; /* -1 when not given */
 	size_t nquery;
 	char *query[HTTPD_MAX_QUERY]; /* decoded "name=value" fragments */
 	char *body;		      /* memory mode: the body, NUL-terminated */
@@ -69,6 +75,10 @@ struct httpd_response {
 	unsigned char *body;	  /* malloc'd, freed by httpd */
 	size_t body_len;
 	int file_fd; /* >= 0: stream file_len bytes from it instead; httpd closes it */
+	/* An error answer's code, static (err_code_name, err_code_static):
+	 * set by httpd_respond_err*; a handler that relays someone else's
+	 * error sets it itself. NULL: derived from the status. */
+	const char *err_code;
 	uint64_t file_len;
 	size_t nheaders;
 	struct {
@@ -119,6 +129,18 @@ struct httpd_route {
 	 * and these members are added to its "error" object (stolen). */
 	int retry_after_s;
 	json_t *err_detail;
+	/* More of the request's log line: key and value pairs, NULL-ended,
+	 * valid until user_free (the router points them into `user`). */
+	const char *log_kv[2 * HTTPD_LOG_KV + 1];
+};
+
+/* What httpd_opts.on_done learns of a request that ended. */
+struct httpd_done {
+	int status;
+	const char *err_code; /* status >= 400: the answer's error code (static); else NULL */
+	int64_t us;	      /* from its headers to its last byte (or its end) */
+	uint64_t bytes_out;   /* the body's bytes sent */
+	bool gone;	      /* the client left (or the server stopped) before the end */
 };
 
 /*
@@ -133,23 +155,30 @@ typedef int (*httpd_router)(void *ctx, struct httpd_request *req, struct httpd_r
  * WebSocket tunnels: a GET that asks to upgrade to a WebSocket with the
  * subprotocol "binary" (what noVNC asks for) goes to the tunnel router on
  * the loop before the upgrade is accepted. It refuses (the client gets the
- * error's HTTP status, never a WebSocket) or names a unix socket; from then
- * on the client's binary frames are written to the socket, byte for byte
- * (through `filter`, if set), and what the socket sends comes back as
- * binary frames. Both directions are flow-controlled.
+ * error's HTTP status, never a WebSocket) or names a unix socket, or a TCP
+ * port on 127.0.0.1; from then on the client's binary frames are written to
+ * the socket, byte for byte (through `filter`, if set), and what the socket
+ * sends comes back as binary frames. Both directions are flow-controlled;
+ * when the socket ends, what it sent is delivered before the close frame
+ * (1000).
  *
  * Nothing here blocks the loop: the socket is connected non-blocking (a
- * listener whose backlog is full refuses the upgrade with 503 at once), and
- * a socket that sends nothing within `answer_seconds` of the upgrade (a
- * listener that never accepts) closes the tunnel with code 4504.
+ * listener whose backlog is full refuses the upgrade with 503 at once), a
+ * socket that sends nothing within `answer_seconds` of the upgrade (a
+ * listener that never accepts) closes the tunnel with code 4504, and a TCP
+ * port nothing listens on (or that does not connect within 10 s) closes it
+ * with 4502 and the reason.
  */
 struct httpd;
 
 struct httpd_tunnel {
 	char unix_path[108]; /* where the bytes go */
+	int tcp_port;	     /* > 0: to 127.0.0.1:tcp_port instead */
 	char tag[64];	     /* for httpd_close_tagged(), e.g. the computer id */
 	int max_seconds;     /* the tunnel closes after this long; 0 = no limit */
-	int answer_seconds;  /* the socket's first bytes must come within this; 0 = 10 */
+	/* The socket's first bytes must come within this; 0 = 10; < 0 = no such
+	 * deadline (a server that waits for its client, such as HTTP). */
+	int answer_seconds;
 	/* Written to the socket before anything the client sends ("" = none):
 	 * how the router tells the socket's server about the connection. */
 	char preamble[64];
@@ -161,6 +190,10 @@ struct httpd_tunnel {
 	void (*state_free)(void *state);
 	void (*on_close)(void *close_ctx, const char *tag); /* once, when the tunnel ends */
 	void *close_ctx;
+	/* Counters the tunnel adds its bytes to (relaxed atomics, loop thread):
+	 * [0] from the client (before the filter), [1] to the client. NULL:
+	 * not counted. */
+	_Atomic uint64_t *bytes;
 };
 
 typedef int (*httpd_tunnel_router)(void *ctx, struct httpd_request *req, struct httpd_tunnel *t,
@@ -173,8 +206,84 @@ int httpd_tunnels_tagged(struct httpd *h, const char *tag);
  * (code 4000..4999 and a short reason the client may show). Thread-safe. */
 void httpd_close_tagged(struct httpd *h, const char *tag, int code, const char *reason);
 
+/*
+ * Relays (previews and CDP, host/api/preview.h): a second listener
+ * (httpd_opts.relay_listen) whose connections are not requests for the
+ * router but byte streams to a port inside a computer, through its envd's
+ * tunnel (GET /v1/tunnel?port=N on envd, a WebSocket httpd dials itself).
+ *
+ * The first request head of each connection is read (HTTPREQ_MAX_HEAD
+ * bytes within header_timeout_s) and given to the relay router on the loop,
+ * which answers it (a redirect, a refusal page: the connection then closes)
+ * or says where the connection goes. From then on bytes pass both ways with
+ * flow control: the client's through a request-stream rewriter (httpreq.h:
+ * every later head is rewritten by the same rules, bodies pass by their
+ * framing, a malformed stream closes the connection), the computer's
+ * untouched. When the computer's side fails before any of its bytes reached
+ * the client (nothing listens on the port, envd cannot be reached) the
+ * client gets a page saying so (HTML for a browser, JSON otherwise) instead
+ * of a dropped connection. A relay ends with either side, after
+ * idle_seconds without a byte either way, after max_seconds, or through
+ * httpd_relays_close.
+ */
+struct httpreq_head;
+
+struct httpd_relay {
+	char address[320]; /* the computer's envd: "unix:PATH" or "tcp:HOST:PORT" */
+	char token[128];   /* envd's bearer token */
+	int port;	   /* the port on the computer's loopback */
+	char tag[64];	   /* the computer: httpd_relays_tagged, httpd_relays_close */
+	char sub[32];	   /* which of its relays ("p3000", "cdp"): httpd_relays_close */
+	char what[160];	   /* for pages: "port 3000 of computer c-…" */
+	int max_seconds;   /* the connection ends this long after it was routed (0: never) */
+	int idle_seconds;  /* ... or this long after the last byte either way (0: never) */
+	/* How every request head the client sends is rewritten (httpreq_rules;
+	 * "" / false: left alone). */
+	char drop_cookie[32];
+	char host[128];
+	bool drop_origin;
+	char strip_prefix[320];
+	char drop_query[32];
+	void (*on_close)(void *close_ctx, const char *tag); /* once, when a routed relay ends */
+	void *close_ctx;
+};
+
+/* What the relay router answers instead of relaying: status, extra header
+ * lines (each ending in CRLF: "location: /\r\n"), a body (malloc'd, freed
+ * by httpd) of content_type (a static string). */
+struct httpd_relay_answer {
+	int status;
+	char headers[1200];
+	const char *content_type;
+	char *body;
+	size_t body_len;
+};
+
+/* On the loop, with the first request head of a relay connection: 0 with *r
+ * filled to relay the connection, 1 with *a filled to answer it instead.
+ * Must be quick (memory only). */
+typedef int (*httpd_relay_router)(void *ctx, const struct httpreq_head *head, struct httpd_relay *r,
+				  struct httpd_relay_answer *a);
+
+/* Fills a with a page saying e: HTML when head's Accept asks for text/html,
+ * else {"error":{"code","message"}}; the status is e's. */
+void httpd_relay_page(struct httpd_relay_answer *a, const struct httpreq_head *head,
+		      const struct err *e);
+
+/* Relays of this tag open now (routed ones). Thread-safe. */
+int httpd_relays_tagged(struct httpd *h, const char *tag);
+/* Closes the relays of this tag (and sub, unless NULL), soon. Thread-safe. */
+void httpd_relays_close(struct httpd *h, const char *tag, const char *sub);
+/* "tcp:HOST:PORT" where relays are accepted, "" without a relay listener. */
+const char *httpd_relay_address(const struct httpd *h);
+
 struct httpd_opts {
 	const char *listen; /* "unix:/path" or "tcp:HOST:PORT" (PORT 0 = any free port) */
+	/* A second listener for relays ("tcp:HOST:PORT"; NULL: none), and the
+	 * router of their first heads (ctx is the router's too). Connections
+	 * per address count with the main listener's. */
+	const char *relay_listen;
+	httpd_relay_router relay;
 	httpd_router router;
 	void *ctx;		    /* passed to router and handlers */
 	size_t max_body;	    /* default memory-mode limit */
@@ -198,6 +307,12 @@ struct httpd_opts {
 	int header_timeout_s;
 	int body_timeout_s;
 	int body_min_rate;
+	/* Called once per request when it ends (answered, refused early, or
+	 * its client gone), on the loop or on its worker: it must be quick and
+	 * thread-safe (counters, histograms). req->user is the router's. Then
+	 * httpd logs the request's line: log_prefix, method and path, status,
+	 * milliseconds, the request id, route.log_kv, in log_get_format(). */
+	void (*on_done)(void *ctx, const struct httpd_request *req, const struct httpd_done *d);
 };
 
 struct httpd;

@@ -52,6 +52,8 @@ struct mux {
 
 static int mux_buf_add(struct mux_buf *b, const void *p, size_t n)
 {
+	if (!n) /* an empty DATA frame: nothing to keep (and b->p may be NULL) */
+		return 0;
 	if (b->off && b->off + b->len + n > b->cap) {
 		memmove(b->p, b->p + b->off, b->len);
 		b->off = 0;

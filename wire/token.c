@@ -38,15 +38,28 @@ static void token_mac(const unsigned char key[TOKEN_KEY_BYTES], const char *msg,
 	token_b64url(mac, sizeof mac, out);
 }
 
+/* A scope is 1..15 of [a-z0-9]. */
+static bool token_scope_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 15)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
+			return false;
+	return true;
+}
+
 int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_claims *c,
 	       char out[TOKEN_MAX], struct err *e)
 {
-	if (!ident_ok(c->computer, 39) || !ident_ok(c->workspace, 39) || !ident_ok(c->nonce, 16))
+	const char *scope = c->scope[0] ? c->scope : c->view_only ? "view" : "control";
+	if (!ident_ok(c->computer, 39) || !ident_ok(c->workspace, 39) || !ident_ok(c->nonce, 16) ||
+	    !token_scope_ok(scope))
 		return err_set(e, ERR_INVALID, "cannot mint a token for these ids");
 	char body[TOKEN_MAX];
 	int n = snprintf(body, sizeof body, "v1.%s.%s.%s.%lld.%lld.%s", c->computer, c->workspace,
-			 c->view_only ? "view" : "control", (long long)c->issued,
-			 (long long)c->expires, c->nonce);
+			 scope, (long long)c->issued, (long long)c->expires, c->nonce);
 	if (n < 0 || (size_t)n + 48 >= TOKEN_MAX)
 		return err_set(e, ERR_INVALID, "token too long");
 	char mac[48];
@@ -58,22 +71,25 @@ int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_clai
 }
 
 int token_verify(const unsigned char key[TOKEN_KEY_BYTES], const char *token, const char *computer,
-		 int64_t now, struct token_claims *c, struct err *e)
+		 const char *want, int64_t now, struct token_claims *c, struct err *e)
 {
 	memset(c, 0, sizeof *c);
+	bool stream = strcmp(want, TOKEN_SCOPE_STREAM) == 0;
+	const char *what = stream ? "stream token" : "token";
 	if (!token || !*token)
-		return err_set(e, ERR_UNAUTHORIZED, "missing stream token (?token=...)");
+		return err_set(e, ERR_UNAUTHORIZED, "missing %s%s", what,
+			       stream ? " (?token=...)" : "");
 	size_t len = strlen(token);
 	const char *dot = strrchr(token, '.');
 	if (len >= TOKEN_MAX || !dot || strncmp(token, "v1.", 3) != 0)
-		return err_set(e, ERR_UNAUTHORIZED, "malformed stream token");
+		return err_set(e, ERR_UNAUTHORIZED, "malformed %s", what);
 	/* The MAC first, over exactly the bytes presented: nothing in a forged
 	 * token is looked at before it is proven genuine. */
-	char want[48];
-	token_mac(key, token, (size_t)(dot - token), want);
-	if (strlen(dot + 1) != strlen(want) || CRYPTO_memcmp(dot + 1, want, strlen(want)) != 0)
-		return err_set(e, ERR_UNAUTHORIZED, "invalid stream token (forged or altered)");
-	char body[TOKEN_MAX], scope[16];
+	char mac[48];
+	token_mac(key, token, (size_t)(dot - token), mac);
+	if (strlen(dot + 1) != strlen(mac) || CRYPTO_memcmp(dot + 1, mac, strlen(mac)) != 0)
+		return err_set(e, ERR_UNAUTHORIZED, "invalid %s (forged or altered)", what);
+	char body[TOKEN_MAX];
 	memcpy(body, token, (size_t)(dot - token));
 	body[dot - token] = 0;
 	long long issued, expires;
@@ -83,22 +99,25 @@ int token_verify(const unsigned char key[TOKEN_KEY_BYTES], const char *token, co
 	     p = strtok_r(NULL, ".", &save))
 		f[nf++] = p;
 	if (nf != 7 || strlen(f[1]) >= sizeof c->computer || strlen(f[2]) >= sizeof c->workspace ||
-	    strlen(f[3]) >= sizeof scope || strlen(f[6]) >= sizeof c->nonce ||
+	    !token_scope_ok(f[3]) || strlen(f[6]) >= sizeof c->nonce ||
 	    sscanf(f[4], "%lld", &issued) != 1 || sscanf(f[5], "%lld", &expires) != 1)
-		return err_set(e, ERR_UNAUTHORIZED, "malformed stream token");
+		return err_set(e, ERR_UNAUTHORIZED, "malformed %s", what);
 	snprintf(c->computer, sizeof c->computer, "%s", f[1]);
 	snprintf(c->workspace, sizeof c->workspace, "%s", f[2]);
-	snprintf(scope, sizeof scope, "%s", f[3]);
+	snprintf(c->scope, sizeof c->scope, "%s", f[3]);
 	snprintf(c->nonce, sizeof c->nonce, "%s", f[6]);
-	c->view_only = strcmp(scope, "view") == 0;
+	c->view_only = strcmp(c->scope, "view") == 0;
 	c->issued = issued;
 	c->expires = expires;
-	if (!c->view_only && strcmp(scope, "control") != 0)
-		return err_set(e, ERR_UNAUTHORIZED, "malformed stream token");
 	if (now >= expires)
-		return err_set(e, ERR_UNAUTHORIZED, "stream token expired %lld s ago",
+		return err_set(e, ERR_UNAUTHORIZED, "%s expired %lld s ago", what,
 			       (long long)(now - expires));
-	if (strcmp(c->computer, computer) != 0)
-		return err_set(e, ERR_FORBIDDEN, "this stream token is for another computer");
+	if (computer && strcmp(c->computer, computer) != 0)
+		return err_set(e, ERR_FORBIDDEN, "this %s is for another computer", what);
+	bool fits =
+	    stream ? c->view_only || strcmp(c->scope, "control") == 0 : strcmp(c->scope, want) == 0;
+	if (!fits)
+		return err_set(e, ERR_FORBIDDEN, "this token opens something else (%s), not this",
+			       c->scope);
 	return 0;
 }

@@ -1,10 +1,15 @@
 /*
- * token: short-lived stream tokens, minted and checked by cubicled only.
+ * token: short-lived tokens for what a browser opens without an API key
+ * (live streams, previews, CDP), minted and checked by cubicled only.
  *
  *   v1.<computer>.<workspace>.<scope>.<issued>.<expires>.<nonce>.<mac>
  *
  * mac = base64url(HMAC-SHA256(key, everything before ".<mac>")), compared in
- * constant time. scope is "view" or "control"; issued is Unix milliseconds
+ * constant time. scope says what the token opens: "view" or "control" (a
+ * live stream), "p<port>" (a preview of that port), "cdp" (the desktop
+ * browser's DevTools); a token opens only what its scope names, so a
+ * stream token is no preview token and a preview of one port opens no
+ * other. issued is Unix milliseconds
  * (a revocation refuses every token minted before it), expires Unix seconds; the
  * nonce (16 random hex digits) makes every token unique. The key lives in
  * cubicled's state directory and never reaches a guest.
@@ -24,7 +29,8 @@
 struct token_claims {
 	char computer[40];
 	char workspace[40];
-	bool view_only;
+	char scope[16];	 /* [a-z0-9]{1,15}; "" when minting: view_only's stream scope */
+	bool view_only;	 /* scope "view" */
 	int64_t issued;	 /* Unix milliseconds */
 	int64_t expires; /* Unix seconds */
 	char nonce[17];
@@ -34,12 +40,18 @@ struct token_claims {
 int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_claims *c,
 	       char out[TOKEN_MAX], struct err *e);
 
+/* What token_verify accepts as a live stream's scope: "view" or "control". */
+#define TOKEN_SCOPE_STREAM "stream"
+
 /*
- * Checks a presented token against the computer it is used for, at `now`.
+ * Checks a presented token against the computer it is used for and the
+ * scope it must have (TOKEN_SCOPE_STREAM, or an exact scope), at `now`.
  * ERR_UNAUTHORIZED (missing, malformed, forged or expired, the message says
- * which) or ERR_FORBIDDEN (a valid token of another computer). Fills *c.
+ * which) or ERR_FORBIDDEN (a valid token of another computer or another
+ * scope). Fills *c. computer NULL: any computer (the caller then uses
+ * c->computer, which the MAC vouches for).
  */
 int token_verify(const unsigned char key[TOKEN_KEY_BYTES], const char *token, const char *computer,
-		 int64_t now, struct token_claims *c, struct err *e);
+		 const char *scope, int64_t now, struct token_claims *c, struct err *e);
 
 #endif

@@ -1,5 +1,8 @@
 #include "utf8.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 /* RFC 3629's well-formed sequences (its table in section 4): the second
  * byte's range depends on the first, which rules out overlong forms, the
  * UTF-16 surrogates and code points past U+10FFFF. */
@@ -43,4 +46,33 @@ size_t utf8_decode(const char *s, size_t len, unsigned long *cp)
 	}
 	*cp = c;
 	return n;
+}
+
+json_t *utf8_json(const char *s, size_t len)
+{
+	unsigned long cp;
+	size_t i = 0, n;
+	while (i < len && (n = utf8_decode(s + i, len - i, &cp)) != 0)
+		i += n;
+	if (i == len) /* the common case: nothing to replace */
+		return json_stringn(s, len);
+	char *buf = malloc(len * 3 + 1); /* at worst every byte becomes 3 */
+	if (!buf)
+		return NULL;
+	size_t o = 0;
+	for (i = 0; i < len;) {
+		n = utf8_decode(s + i, len - i, &cp);
+		if (n) {
+			memcpy(buf + o, s + i, n);
+			o += n;
+			i += n;
+		} else {
+			memcpy(buf + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	json_t *j = json_stringn(buf, o);
+	free(buf);
+	return j;
 }

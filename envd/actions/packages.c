@@ -77,37 +77,12 @@ static void pkg_last_line(const char *text, char *out, size_t len)
 	snprintf(out, len, "%.*s", (int)(n - start), text + start);
 }
 
-/* Tool output as a JSON string: bytes that are not UTF-8 become U+FFFD. */
-static json_t *pkg_text_json(const char *s, size_t len)
-{
-	char *buf = malloc(len * 3 + 1);
-	if (!buf)
-		return json_string("");
-	size_t o = 0;
-	for (size_t i = 0; i < len;) {
-		unsigned long cp;
-		size_t n = utf8_decode(s + i, len - i, &cp);
-		if (n && cp) {
-			memcpy(buf + o, s + i, n);
-			o += n;
-			i += n;
-		} else {
-			memcpy(buf + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-		}
-	}
-	json_t *j = json_stringn(buf, o);
-	free(buf);
-	return j ? j : json_string("");
-}
-
 static json_t *pkg_result_json(const struct pkg_list *l, const struct pkg_run *r)
 {
 	json_t *names = json_array();
 	for (size_t i = 0; i < l->n; i++)
 		json_array_append_new(names, json_string(l->names[i]));
-	json_t *out = pkg_text_json(r->output ? r->output : "", r->output_len);
+	json_t *out = utf8_json(r->output ? r->output : "", r->output_len);
 	json_t *j = json_pack("{s:o, s:o, s:I, s:o}", "packages", names, "exit_code",
 			      r->timed_out ? json_null() : json_integer(r->exit_code),
 			      "duration_ms", (json_int_t)r->duration_ms, "output", out);

@@ -27,73 +27,11 @@
 #include "files.h"
 #include "params.h"
 #include "shell.h"
+#include "utf8.h"
 
 #define SHELL_PYTHON_INLINE_MAX (64 * 1024)
 #define SHELL_TIMEOUT_DEFAULT_S 60
 #define SHELL_TIMEOUT_MAX_S	86400
-
-/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
-static size_t shell_utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t len;
-	unsigned min;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2, min = 0x80;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, min = 0x800;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, min = 0x10000;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	unsigned cp = c & (0x3f >> (len - 1));
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
-/* A JSON string of program output, invalid UTF-8 bytes replaced by U+FFFD. */
-static json_t *shell_output_json(const char *data, size_t len)
-{
-	const unsigned char *s = (const unsigned char *)data;
-	size_t i = 0;
-	while (i < len) {
-		size_t l = shell_utf8_seq(s + i, len - i);
-		if (!l)
-			break;
-		i += l;
-	}
-	if (i == len)
-		return json_stringn(data, len);
-	char *buf = malloc(len * 3 + 1);
-	if (!buf)
-		return NULL;
-	size_t o = 0;
-	for (i = 0; i < len;) {
-		size_t l = shell_utf8_seq(s + i, len - i);
-		if (l) {
-			memcpy(buf + o, s + i, l);
-			o += l;
-			i += l;
-		} else {
-			memcpy(buf + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-		}
-	}
-	json_t *j = json_stringn(buf, o);
-	free(buf);
-	return j;
-}
 
 /* The options common to bash and python: timeout_s, cwd, env, stdin. */
 struct shell_action {
@@ -176,8 +114,8 @@ static int shell_action_run(struct shell_action *sa, struct action_reply *reply,
 	if (shell_run(&sa->opts, &r, e) < 0)
 		return -1;
 	json_t *j = json_object();
-	json_t *out = shell_output_json(r.out, r.out_len);
-	json_t *errs = shell_output_json(r.err, r.err_len);
+	json_t *out = utf8_json(r.out, r.out_len);
+	json_t *errs = utf8_json(r.err, r.err_len);
 	if (!j || !out || !errs) {
 		json_decref(j);
 		json_decref(out);

@@ -19,6 +19,7 @@
 #include "api.h"
 #include "httpd.h"
 #include "mcp.h"
+#include "preview.h"
 #include "stream.h"
 
 struct api_parked; /* wait.c */
@@ -40,6 +41,7 @@ struct api {
 	unsigned char admin_hash[SHA256_DIGEST_LENGTH];
 	char spool_dir[512];
 	struct streams *streams;
+	struct previews *previews; /* NULL without a relay listener */
 	struct runner *runner;
 	int max_requests_ws, max_waits_ws;
 	size_t max_body;
@@ -51,6 +53,8 @@ struct api {
 	bool waiter_stop;	   /* under parked_lock */
 	bool waiter_started;
 	pthread_t waiter;
+	struct api_stats *stats; /* metrics.c */
+	bool metrics_open;	 /* GET /metrics without a key (--metrics-open) */
 };
 
 /* Who is calling, decided by the router. */
@@ -69,6 +73,7 @@ struct api_caller {
 	uint64_t spooled;
 	int counted; /* 0, or what api_tenant_enter counted: API_COUNT_* */
 	char counted_ws[40];
+	int route; /* the route table's index (routes.h), -1 when none */
 };
 
 enum { API_COUNT_REQUEST = 1, API_COUNT_WAIT = 2 };
@@ -119,12 +124,22 @@ void api_answer_wait_template(struct api *a, struct httpd_request *req, struct h
  * waiter_stop): answers every parked wait. */
 void *api_waiter(void *arg);
 
+/* ---- /metrics (metrics.c) ---------------------------------------------------------- */
+
+int api_stats_open(struct api *a, struct err *e);
+void api_stats_close(struct api *a);
+/* httpd's on_done: a request's latency and error code, by route. */
+void api_done(void *ctx, const struct httpd_request *req, const struct httpd_done *d);
+/* The byte counters of live streams' tunnels (link false) or of machines'
+ * links (true), for httpd_tunnel.bytes. */
+_Atomic uint64_t *api_stream_bytes(struct api *a, bool link);
+
 /* ---- handlers (handlers.c), picked by the router -------------------------------- */
 
 void api_healthz(void *ctx, struct httpd_request *req,
 		 struct httpd_response *resp); /* GET /healthz (no key) */
 void api_metrics(void *ctx, struct httpd_request *req,
-		 struct httpd_response *resp); /* GET /metrics (no key): Prometheus text */
+		 struct httpd_response *resp); /* GET /metrics (metrics.c): Prometheus text */
 void api_openapi(void *ctx, struct httpd_request *req,
 		 struct httpd_response *resp); /* GET /openapi.json (no key): docs/openapi.json */
 void api_workspace(void *ctx, struct httpd_request *req,
@@ -164,6 +179,16 @@ void api_stream(void *ctx, struct httpd_request *req,
 		struct httpd_response *resp); /* POST /v1/computers/{id}/stream */
 void api_stream_revoke(void *ctx, struct httpd_request *req,
 		       struct httpd_response *resp); /* POST /v1/computers/{id}/stream/revoke */
+void api_previews(void *ctx, struct httpd_request *req,
+		  struct httpd_response *resp); /* POST, GET /v1/computers/{id}/previews */
+void api_preview_delete(
+    void *ctx, struct httpd_request *req,
+    struct httpd_response *resp); /* DELETE /v1/computers/{id}/previews/{port} */
+void api_cdp(void *ctx, struct httpd_request *req,
+	     struct httpd_response *resp); /* POST /v1/computers/{id}/cdp */
+void api_recordings(void *ctx, struct httpd_request *req,
+		    struct httpd_response *resp); /* /v1/computers/{id}/recordings[/{rid}[/stop|
+						     /actions]] (recordings.c) */
 void api_embed(void *ctx, struct httpd_request *req,
 	       struct httpd_response *resp); /* GET /embed/... (no key: the token is in the URL) */
 /* handlers-templates.c */

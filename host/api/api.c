@@ -135,9 +135,27 @@ static int api_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel 
 			return -1;
 		snprintf(t->tag, sizeof t->tag, "byo-link");
 		t->answer_seconds = 10;
+		t->bytes = api_stream_bytes(a, true);
 		return 0;
 	}
-	return streams_tunnel(a->streams, req, t, e);
+	if (streams_tunnel(a->streams, req, t, e) < 0)
+		return -1;
+	t->bytes = api_stream_bytes(a, false);
+	return 0;
+}
+
+/* The first request head of a connection to the preview listener (loop thread). */
+static int api_relay(void *ctx, const struct httpreq_head *head, struct httpd_relay *r,
+		     struct httpd_relay_answer *a)
+{
+	struct api *api = ctx;
+	if (!api->previews) { /* not yet (or no longer) wired up */
+		struct err e = {0};
+		err_set(&e, ERR_UNAVAILABLE, "previews are starting; retry");
+		httpd_relay_page(a, head, &e);
+		return 1;
+	}
+	return previews_relay(api->previews, head, r, a);
 }
 
 /* ---- the router ----------------------------------------------------------------- */
@@ -240,7 +258,9 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		route->handler = api_healthz;
 		return 0;
 	}
-	if (strcmp(req->path, "/metrics") == 0) {
+	/* /metrics names workspaces: the admin key's, unless --metrics-open. */
+	bool metrics = strcmp(req->path, "/metrics") == 0;
+	if (metrics && a->metrics_open) {
 		route->handler = api_metrics;
 		return 0;
 	}
@@ -281,6 +301,14 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 	*keyed = true;
 	route->body = HTTPD_BODY_MEMORY;
 	route->max_body = a->max_body;
+	if (metrics) {
+		if (!c->admin)
+			return err_set(e, ERR_FORBIDDEN,
+				       "/metrics names every workspace: it needs the admin key "
+				       "(or cubicled --metrics-open)");
+		route->handler = api_metrics;
+		return 0;
+	}
 	if (mcp) {
 		route->handler = api_mcp;
 		return 0;
@@ -410,6 +438,38 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		}
 		if (n == 4 && strcmp(s[3], "files") == 0)
 			return api_route_files(a, req, route, c, e);
+		if (n == 4 && strcmp(s[3], "previews") == 0 &&
+		    (m == HTTPD_POST || m == HTTPD_GET)) {
+			route->handler = api_previews;
+			return 0;
+		}
+		if (n == 5 && strcmp(s[3], "previews") == 0 && m == HTTPD_DELETE) {
+			snprintf(c->sub, sizeof c->sub, "%s", s[4]);
+			route->handler = api_preview_delete;
+			return 0;
+		}
+		if (n == 4 && strcmp(s[3], "cdp") == 0) {
+			if (m != HTTPD_POST)
+				return err_set(e, ERR_BAD_REQUEST,
+					       "POST .../cdp opens the desktop browser's DevTools; "
+					       "its ws_url is the WebSocket");
+			route->handler = api_cdp;
+			return 0;
+		}
+		if (n >= 4 && strcmp(s[3], "recordings") == 0) {
+			if (n >= 5 && !ident_ok(s[4], 39))
+				return err_set(e, ERR_NOT_FOUND, "no recording %.40s", s[4]);
+			if (n >= 5)
+				snprintf(c->sub, sizeof c->sub, "%s", s[4]);
+			bool ok = (n == 4 && (m == HTTPD_GET || m == HTTPD_POST)) ||
+				  (n == 5 && (m == HTTPD_GET || m == HTTPD_DELETE)) ||
+				  (n == 6 && strcmp(s[5], "stop") == 0 && m == HTTPD_POST) ||
+				  (n == 6 && strcmp(s[5], "actions") == 0 && m == HTTPD_GET);
+			if (!ok)
+				goto not_found;
+			route->handler = api_recordings;
+			return 0;
+		}
 		goto not_found;
 	}
 	if (strcmp(s[1], "sessions") == 0 && n == 4 && strcmp(s[3], "files") == 0) {
@@ -421,6 +481,28 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 not_found:
 	return err_set(e, ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)",
 		       req->method_name, req->path);
+}
+
+/* The request's log line gets its route, workspace, id and action (httpd.h's
+ * log_kv, pointing into c, which lives as long as the request). */
+static void api_log_kv(struct api_caller *c, struct httpd_route *route)
+{
+	int k = 0;
+	route->log_kv[k++] = "route";
+	route->log_kv[k++] = routes_pattern(c->route);
+	if (c->admin || c->ws[0]) {
+		route->log_kv[k++] = "ws";
+		route->log_kv[k++] = c->admin ? "admin" : c->ws;
+	}
+	if (c->id[0]) {
+		route->log_kv[k++] = "id";
+		route->log_kv[k++] = c->id;
+	}
+	if (c->sub[0] && route->handler == api_action) {
+		route->log_kv[k++] = "action";
+		route->log_kv[k++] = c->sub;
+	}
+	route->log_kv[k] = NULL;
 }
 
 /*
@@ -442,11 +524,14 @@ static int api_route(void *ctx, struct httpd_request *req, struct httpd_route *r
 	route->user = c;
 	route->user_free = api_caller_close;
 	bool keyed = false;
-	if (api_route_pick(a, req, route, c, &keyed, e) < 0)
+	int picked = api_route_pick(a, req, route, c, &keyed, e);
+	c->route = routes_find(req->method, req->path);
+	api_log_kv(c, route);
+	if (picked < 0)
 		return -1;
 	/* What the router serves must be in the route table (spec/api.json):
 	 * anything else answers as a missing endpoint (routes.h). */
-	if (!routes_has(req->method, req->path))
+	if (c->route < 0)
 		return err_set(e, ERR_NOT_FOUND, "no such endpoint: %s %.200s (see docs/api.md)",
 			       req->method_name, req->path);
 	if (keyed && c->admin)
@@ -471,6 +556,11 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	a->max_requests_ws = o->max_requests_per_workspace > 0 ? o->max_requests_per_workspace : 32;
 	a->max_waits_ws = o->max_waits_per_workspace > 0 ? o->max_waits_per_workspace : 16;
 	a->max_body = o->max_body > 0 ? o->max_body : 1u << 20;
+	a->metrics_open = o->metrics_open;
+	if (api_stats_open(a, e) < 0) {
+		free(a);
+		return NULL;
+	}
 	pthread_mutex_init(&a->tenants_lock, NULL);
 	pthread_mutex_init(&a->parked_lock, NULL);
 	mkdir(a->spool_dir, 0700);
@@ -482,11 +572,14 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .max_jobs = o->max_requests > 0 ? o->max_requests : 256,
 	    .log_prefix = "cubicled",
 	    .tunnel = api_tunnel,
+	    .relay_listen = o->preview_listen,
+	    .relay = api_relay,
 	    .extra_headers = mcp_extra_headers,
 	    .max_conns_per_addr = o->max_conns_per_addr > 0 ? o->max_conns_per_addr : 64,
 	    .header_timeout_s = o->header_timeout_s,
 	    .body_timeout_s = o->body_timeout_s,
 	    .body_min_rate = o->body_min_rate,
+	    .on_done = api_done,
 	};
 	a->httpd = httpd_create(&ho, e);
 	struct streams_opts so = {
@@ -500,18 +593,39 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	a->streams = a->httpd ? streams_create(core, a->httpd, &so) : NULL;
 	if (a->httpd && !a->streams)
 		err_set(e, ERR_INTERNAL, "out of memory");
-	a->mcp = a->streams ? mcp_create(core, a->streams, a->runner, o->mcp_origins, e) : NULL;
+	bool previews_ok = true;
+	if (a->streams && o->preview_listen) {
+		char url[300];
+		const char *relay = httpd_relay_address(a->httpd);
+		snprintf(url, sizeof url, "http://localhost:%s",
+			 strrchr(relay, ':') ? strrchr(relay, ':') + 1 : "8081");
+		struct previews_opts po = {
+		    .key = o->stream_key,
+		    .url = o->preview_url ? o->preview_url : url,
+		    .ttl_max_s = o->preview_ttl_max_s,
+		    .per_computer = o->previews_per_computer,
+		    .idle_s = o->preview_idle_s,
+		    .public_allowed = o->public_previews,
+		};
+		a->previews = previews_create(core, a->httpd, &po, e);
+		previews_ok = a->previews != NULL;
+	}
+	a->mcp = a->streams && previews_ok
+		     ? mcp_create(core, a->streams, a->previews, a->runner, o->mcp_origins, e)
+		     : NULL;
 	if (a->mcp && pthread_create(&a->waiter, NULL, api_waiter, a) != 0)
 		err_set(e, ERR_INTERNAL, "cannot start the waiter thread");
 	else if (a->mcp)
 		a->waiter_started = true;
 	if (!a->waiter_started) {
+		previews_destroy(a->previews);
 		streams_destroy(a->streams);
 		if (a->httpd)
 			httpd_destroy(a->httpd);
 		mcp_destroy(a->mcp);
 		pthread_mutex_destroy(&a->parked_lock);
 		pthread_mutex_destroy(&a->tenants_lock);
+		api_stats_close(a);
 		free(a);
 		return NULL;
 	}
@@ -521,6 +635,11 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 const char *api_address(const struct api *a)
 {
 	return httpd_address(a->httpd);
+}
+
+const char *api_preview_address(const struct api *a)
+{
+	return httpd_relay_address(a->httpd);
 }
 
 int api_run(struct api *a)
@@ -548,6 +667,7 @@ void api_destroy(struct api *a)
 	}
 	if (httpd_destroy(a->httpd) == 0) {
 		mcp_destroy(a->mcp);
+		previews_destroy(a->previews);
 		streams_destroy(a->streams);
 		for (int b = 0; b < API_TENANT_BUCKETS; b++) {
 			while (a->tenants[b]) {
@@ -558,6 +678,7 @@ void api_destroy(struct api *a)
 		}
 		pthread_mutex_destroy(&a->parked_lock);
 		pthread_mutex_destroy(&a->tenants_lock);
+		api_stats_close(a);
 		free(a);
 	}
 }

@@ -1,7 +1,15 @@
 /*
- * computeruse-internal: what the computer-use dialects share (computeruse.c)
- * and each dialect's entry point (computeruse-anthropic.c,
- * computeruse-openai.c).
+ * computeruse-internal: what the computer-use files share.
+ *
+ *   computeruse.c            the request: its shapes (a single call, an
+ *                            Anthropic turn of tool_use blocks, an OpenAI
+ *                            computer_call with actions[]), the tool
+ *                            version, running a batch, the answer
+ *   computeruse-envd.c       coordinates, input and screenshots on envd's
+ *                            actions, the agent's display
+ *   computeruse-anthropic.c  one call of Anthropic's computer tool, any
+ *                            version, and its tool_result content
+ *   computeruse-openai.c     one OpenAI action, and computer_call_output
  */
 #ifndef CUBICLE_COMPUTERUSE_INTERNAL_H
 #define CUBICLE_COMPUTERUSE_INTERNAL_H
@@ -16,26 +24,52 @@
 /* OpenAI scrolls by pixels; X scrolls by wheel notches of about this many. */
 #define CU_PIXELS_PER_NOTCH 100
 #define CU_MAX_KEYS	    16
+/* Calls in one request: tool_use blocks of a turn, actions of a computer_call. */
+#define CU_MAX_BATCH 32
+/* What the waits, held keys and screenshot delays of one request may add
+ * up to (a delay is cut short when it would pass it). */
+#define CU_MAX_WAIT_MS 100000
+
+/* The tool the agent was given: the `type` of its tools[] entry. */
+enum cu_tool {
+	CU_TOOL_NONE = 0,     /* not said: the request's shape decides */
+	CU_COMPUTER_20241022, /* Anthropic, input.action */
+	CU_COMPUTER_20250124,
+	CU_COMPUTER_20251124, /* ... zoom */
+	CU_TOOLSET_20260801,  /* Anthropic, tool_use.name is the member */
+	CU_USE_PREVIEW,	      /* OpenAI computer_use_preview: one action per call */
+	CU_COMPUTER,	      /* OpenAI computer: actions[] per call */
+};
+
+/* "computer_20250124", ... ("" for CU_TOOL_NONE). */
+const char *cu_tool_name(enum cu_tool t);
+static inline bool cu_tool_openai(enum cu_tool t)
+{
+	return t == CU_USE_PREVIEW || t == CU_COMPUTER;
+}
 
 /* One request. */
 struct cu {
 	struct core *core;
 	const char *id, *ws;
+	enum cu_tool tool; /* never CU_TOOL_NONE once the request is parsed */
 	bool scaled;
-	int sw, sh;    /* the screen (when scaled) */
-	int dw, dh;    /* the agent's display (when scaled) */
-	int settle_ms; /* wait before the screenshot that follows an action */
+	int sw, sh;		/* the screen (when scaled) */
+	int dw, dh;		/* the agent's display (when scaled) */
+	int settle_ms;		/* wait before the screenshot that follows an action */
+	long long wait_left_ms; /* of CU_MAX_WAIT_MS */
+	bool changed; /* an action ran since the last screenshot: settle before the next */
 };
 
-/* What an action leaves for the answer. */
+/* What a call leaves for its answer. */
 struct cu_result {
-	char text[96]; /* Anthropic's text output, "" for none */
-	int region[4]; /* zoom: the screen region x, y, width, height to show */
+	char text[256]; /* Anthropic's text output, "" for none */
+	int region[4];	/* zoom: the screen region x, y, width, height to show */
 	bool zoom;
-	bool settle; /* the screen may still be changing: wait settle_ms first */
+	bool shot; /* the answer carries a screenshot */
 };
 
-/* ---- coordinates (computeruse.c) ---- */
+/* ---- coordinates (computeruse-envd.c) ---- */
 
 /* Agent pixel a (of d) → the screen pixel (of s) under the centre of what it
  * shows: a scaled pixel a shows screen [a*s/d, (a+1)*s/d) (envd's box
@@ -60,7 +94,7 @@ int cu_coordinate(const struct cu *u, const json_t *in, const char *name, int *x
 /* OpenAI's x and y, both required. */
 int cu_xy(const struct cu *u, const json_t *in, int *x, int *y, struct err *e);
 
-/* ---- doing things (computeruse.c) ---- */
+/* ---- doing things (computeruse-envd.c) ---- */
 
 /* Runs an envd action; params is stolen. *out, if asked for, is its answer. */
 int cu_do(struct cu *u, const char *action, json_t *params, json_t **out, struct err *e);
@@ -75,18 +109,34 @@ int cu_with_keys(struct cu *u, char **keys, int n, const char *action, json_t *p
 		 long long hold_ms, struct err *e);
 /* The same with Anthropic's "shift" / "ctrl+shift" (NULL: none). */
 int cu_with_mods(struct cu *u, const char *mods, const char *action, json_t *params, struct err *e);
+/* Takes ms of the request's wait budget (CU_MAX_WAIT_MS), naming `param`. */
+int cu_spend_wait(struct cu *u, long long ms, const char *param, struct err *e);
 /* The cursor, on the screen. */
 int cu_cursor(struct cu *u, int *x, int *y, struct err *e);
-/* A base64 PNG of what the agent sees (malloc'd into *b64). */
+/* A base64 PNG of what the agent sees (malloc'd into *b64): the screen at the
+ * display's size, or res's zoom region fitted into it. Waits settle_ms first
+ * when an action ran since the last one. */
 int cu_screenshot(struct cu *u, const struct cu_result *res, char **b64, struct err *e);
-/* Keys the request may carry besides the tool's input (display, dialect,
+/* The agent's display ({"display"} in the body, else ?display=WxH, query
+ * NULL for none) and the screen behind it; screenshot_delay_ms the same. */
+int cu_display(struct cu *u, const json_t *body, const char *query, struct err *e);
+int cu_settle(struct cu *u, const json_t *body, const char *query, struct err *e);
+/* Keys a request may carry besides the tool's input (display, dialect, tool,
  * screenshot_delay_ms). */
 bool cu_wrapper_key(const char *k);
 
 /* ---- the dialects ---- */
 
-/* Does `in` and makes the tool's answer; ref is the tool_use id or call_id. */
-int cu_anthropic(struct cu *u, const json_t *in, const char *ref, json_t **out, struct err *e);
-int cu_openai(struct cu *u, const json_t *in, const char *ref, json_t **out, struct err *e);
+/* One call of Anthropic's computer tool (u->tool one of the four): a
+ * toolset call names its `member`, an earlier version's input names it in
+ * `action` (member NULL). *content is the tool_result's content. */
+int cu_anthropic(struct cu *u, const char *member, const json_t *in, json_t **content,
+		 struct err *e);
+/* One OpenAI action ({"type": "click", ...}); nothing is answered. */
+int cu_openai(struct cu *u, const json_t *action, struct err *e);
+/* The computer_call_output after the actions: a screenshot of what the
+ * agent sees; call_id NULL for none, incomplete when an action failed. */
+int cu_openai_output(struct cu *u, const char *call_id, bool incomplete, json_t **out,
+		     struct err *e);
 
 #endif

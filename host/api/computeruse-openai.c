@@ -1,7 +1,9 @@
 /*
- * computeruse-openai: OpenAI's computer-use actions on envd's actions,
- * answered with a computer_call_output item holding a screenshot taken
- * after the action (docs/api.md has the table).
+ * computeruse-openai: OpenAI's computer-use actions on envd's actions, and
+ * the computer_call_output item that answers a computer_call: a screenshot
+ * taken after its action (computer_use_preview) or its actions[] (the
+ * computer tool), as {"type": "computer_screenshot", "image_url": "data:..."}
+ * (docs/computer-use.md has the sources).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -178,8 +180,11 @@ static int cu_o_type(struct cu *u, const json_t *in, struct err *e)
 /* OpenAI's wait has no length: a second, as its sample computers do. */
 static int cu_o_wait(struct cu *u, const json_t *in, struct err *e)
 {
-	(void)u, (void)in, (void)e;
+	(void)in;
+	if (cu_spend_wait(u, 1000, "type", e) < 0)
+		return -1;
 	clock_sleep_ms(1000);
+	u->changed = false; /* waited for it to settle */
 	return 0;
 }
 
@@ -223,9 +228,11 @@ static int cu_o_check(const json_t *in, const struct cu_o_action *a, struct err 
 	return 0;
 }
 
-int cu_openai(struct cu *u, const json_t *in, const char *call_id, json_t **out, struct err *e)
+int cu_openai(struct cu *u, const json_t *in, struct err *e)
 {
 	const char *name = NULL;
+	if (!json_is_object(in))
+		return err_param(e, "type", "type: an action is an object {\"type\": ...}");
 	if (param_str(in, "type", &name, e) < 0)
 		return -1;
 	if (!name)
@@ -240,10 +247,14 @@ int cu_openai(struct cu *u, const json_t *in, const char *call_id, json_t **out,
 				 "double_click, drag, keypress, move, screenshot, scroll, type, "
 				 "wait)",
 				 name);
-	struct cu_result res = {.settle =
-				    strcmp(name, "screenshot") != 0 && strcmp(name, "wait") != 0};
+	return cu_o_check(in, a, e) < 0 ? -1 : a->run(u, in, e);
+}
+
+int cu_openai_output(struct cu *u, const char *call_id, bool incomplete, json_t **out,
+		     struct err *e)
+{
 	char *b64 = NULL;
-	if (cu_o_check(in, a, e) < 0 || a->run(u, in, e) < 0 || cu_screenshot(u, &res, &b64, e) < 0)
+	if (cu_screenshot(u, NULL, &b64, e) < 0)
 		return -1;
 	size_t len = strlen(b64) + 32;
 	char *url = malloc(len);
@@ -251,10 +262,12 @@ int cu_openai(struct cu *u, const json_t *in, const char *call_id, json_t **out,
 		snprintf(url, len, "data:image/png;base64,%s", b64);
 	free(b64);
 	*out = url ? json_pack("{s:s, s:{s:s, s:s}}", "type", "computer_call_output", "output",
-			       "type", "input_image", "image_url", url)
+			       "type", "computer_screenshot", "image_url", url)
 		   : NULL;
 	free(url);
 	if (*out && call_id)
 		json_object_set_new(*out, "call_id", json_string(call_id));
+	if (*out && incomplete)
+		json_object_set_new(*out, "status", json_string("incomplete"));
 	return *out ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
 }

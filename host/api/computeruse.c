@@ -1,364 +1,492 @@
 /*
- * computeruse: Anthropic's `computer` tool and OpenAI's computer-use actions
- * on envd's actions (see computeruse.h for the contract, docs/api.md for
- * each action).
+ * computeruse: the request (see computeruse.h for the contract,
+ * docs/computer-use.md for every shape and its source).
  *
- * A request is parsed into the agent's action, its coordinates are mapped
- * from the agent's display to the screen, envd does it through
- * core_action_json() (the REST proxy's path), and a screenshot follows when
- * the tool expects one; each dialect is in its own file. Key names need
- * no table of our own: envd already takes xdotool's keysym names
- * ("Return", "ctrl+shift+t", "super") and the browser-style ones OpenAI
- * sends ("ENTER", "ARROWLEFT", "CMD"), in any case.
+ * A request is told apart by its shape and `tool`, its calls are checked
+ * for what the whole request needs (ids, sizes, one tool version), the
+ * agent's display is measured once, and the calls run in order through the
+ * dialect files; the answer is built here. A batch stops at its first
+ * failure, which is answered in the vendor's own shape.
  */
 #include "computeruse.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "base64.h"
 #include "computeruse-internal.h"
 #include "params.h"
-#include "clock.h"
 
-/* ---- coordinates --------------------------------------------------------------- */
+static const char *const cu_tools[] = {
+    [CU_TOOL_NONE] = "",
+    [CU_COMPUTER_20241022] = "computer_20241022",
+    [CU_COMPUTER_20250124] = "computer_20250124",
+    [CU_COMPUTER_20251124] = "computer_20251124",
+    [CU_TOOLSET_20260801] = "computer_toolset_20260801",
+    [CU_USE_PREVIEW] = "computer_use_preview",
+    [CU_COMPUTER] = "computer",
+};
+#define CU_NTOOLS (sizeof cu_tools / sizeof cu_tools[0])
 
-/* One agent coordinate (of the display's d pixels, the screen's s) to the
- * screen; `name` names it in errors. */
-static int cu_map1(const struct cu *u, const char *name, const json_t *j, int d, int s, int *out,
-		   struct err *e)
+#define CU_NOT_EXECUTED "Not executed: an earlier computer action in this turn failed."
+
+const char *cu_tool_name(enum cu_tool t)
 {
-	if (!json_is_integer(j))
-		return err_param(e, name, "%s: expected integer pixel coordinates", name);
-	long long v = json_integer_value(j);
-	if (!u->scaled) {
-		/* envd says what is off its screen; here only keep it an int. */
-		if (llabs(v) > CU_COORD_LIMIT)
-			return err_param(e, name, "%s: %lld is off the screen", name, v);
-		*out = (int)v;
-		return 0;
-	}
-	if (v < 0 || v >= d)
-		return err_param(e, name, "%s: %lld is outside the %dx%d display", name, v, u->dw,
-				 u->dh);
-	*out = cu_to_screen(v, d, s);
-	return 0;
+	return (size_t)t < CU_NTOOLS ? cu_tools[t] : "";
 }
 
-/* An agent point to the screen. */
-int cu_map(const struct cu *u, const char *xname, const char *yname, const json_t *jx,
-	   const json_t *jy, int *x, int *y, struct err *e)
+static const char *cu_query(const struct httpd_request *req, const char *name)
 {
-	if (cu_map1(u, xname, jx, u->dw, u->sw, x, e) < 0 ||
-	    cu_map1(u, yname, jy, u->dh, u->sh, y, e) < 0)
-		return -1;
-	return 0;
+	return req ? httpd_query(req, name) : NULL;
 }
 
-/* An Anthropic [x, y]: 1 when present (mapped into x, y), 0 when absent. */
-int cu_coordinate(const struct cu *u, const json_t *in, const char *name, int *x, int *y,
-		  struct err *e)
+/* A failure of the agent's input (its result is in the answer), or of the
+ * computer (nothing to answer the agent with when nothing ran yet). */
+static bool cu_input_error(const struct err *e)
 {
-	json_t *a = NULL;
-	int r = param_array(in, name, &a, e);
-	if (r <= 0)
-		return r;
-	if (json_array_size(a) != 2)
-		return err_param(e, name, "%s: expected [x, y]", name);
-	if (cu_map(u, name, name, json_array_get(a, 0), json_array_get(a, 1), x, y, e) < 0)
-		return -1;
-	return 1;
+	return e->code == ERR_INVALID || e->code == ERR_BAD_REQUEST;
 }
 
-/* An OpenAI x and y, both required. */
-int cu_xy(const struct cu *u, const json_t *in, int *x, int *y, struct err *e)
+static void cu_fail(struct computeruse_outcome *oc, int i, const char *what, const struct err *e)
 {
-	return cu_map(u, "x", "y", json_object_get(in, "x"), json_object_get(in, "y"), x, y, e);
+	oc->failed = i;
+	snprintf(oc->error, sizeof oc->error, "%s[%d]: %.260s", what, i, e->message);
 }
 
-/* ---- doing things ----------------------------------------------------------------- */
+/* ---- which tool ------------------------------------------------------------------- */
 
-/* Runs an envd action; params is stolen. *out, if asked for, is its answer. */
-int cu_do(struct cu *u, const char *action, json_t *params, json_t **out, struct err *e)
-{
-	json_t *res = NULL;
-	int rc = params ? core_action_json(u->core, u->id, u->ws, action, params, &res, e)
-			: err_set(e, ERR_INTERNAL, "out of memory");
-	json_decref(params);
-	if (rc == 0 && out)
-		*out = res;
-	else
-		json_decref(res);
-	return rc;
-}
+enum { D_NONE = -1, D_ANTHROPIC = 0, D_OPENAI = 1 };
 
-/* {"x": x, "y": y}, or {} when has is false. */
-json_t *cu_at(bool has, int x, int y)
-{
-	return has ? json_pack("{s:i, s:i}", "x", x, "y", y) : json_object();
-}
-
-/* Splits s at any of seps into at most CU_MAX_KEYS names held in buf. */
-int cu_split(const char *s, const char *seps, char *buf, size_t len, char **names,
-	     const char *param, struct err *e)
-{
-	snprintf(buf, len, "%s", s);
-	int n = 0;
-	for (char *save = NULL, *t = strtok_r(buf, seps, &save); t;
-	     t = strtok_r(NULL, seps, &save)) {
-		if (n == CU_MAX_KEYS)
-			return err_param(e, param, "%s: at most %d keys at once", param,
-					 CU_MAX_KEYS);
-		names[n++] = t;
-	}
-	if (n == 0)
-		return err_param(e, param, "%s: no key named", param);
-	return n;
-}
-
-/* Holds keys[] (pressed in order) while an action runs (params stolen), or
- * for hold_ms when action is NULL; releases in reverse, failed or not. */
-int cu_with_keys(struct cu *u, char **keys, int n, const char *action, json_t *params,
-		 long long hold_ms, struct err *e)
-{
-	int down = 0, rc = 0;
-	while (down < n && rc == 0)
-		if ((rc = cu_do(u, "key_down", json_pack("{s:s}", "key", keys[down]), NULL, e)) ==
-		    0)
-			down++;
-	if (rc == 0 && action)
-		rc = cu_do(u, action, params, NULL, e);
-	else
-		json_decref(params);
-	if (rc == 0 && !action)
-		clock_sleep_ms(hold_ms);
-	struct err ignore;
-	while (down-- > 0)
-		if (cu_do(u, "key_up", json_pack("{s:s}", "key", keys[down]), NULL,
-			  rc == 0 ? e : &ignore) < 0)
-			rc = -1;
-	return rc;
-}
-
-/* Anthropic's `text` with a click or scroll: modifiers held, "shift" or
- * "ctrl+shift" (as xdotool keydown takes them). */
-int cu_with_mods(struct cu *u, const char *mods, const char *action, json_t *params, struct err *e)
-{
-	char buf[256], *keys[CU_MAX_KEYS];
-	int n = 0;
-	if (mods && (n = cu_split(mods, "+ ", buf, sizeof buf, keys, "text", e)) < 0) {
-		json_decref(params);
-		return -1;
-	}
-	return cu_with_keys(u, keys, n, action, params, 0, e);
-}
-
-/* A base64 PNG of what the agent sees: the screen at the display's size, or
- * (zoom) a screen region fitted into it. malloc'd into *b64. */
-int cu_screenshot(struct cu *u, const struct cu_result *res, char **b64, struct err *e)
-{
-	if (res->settle && u->settle_ms > 0)
-		clock_sleep_ms(u->settle_ms);
-	json_t *p;
-	if (res->zoom)
-		p = json_pack("{s:i, s:i, s:i, s:i}", "x", res->region[0], "y", res->region[1],
-			      "width", res->region[2], "height", res->region[3]);
-	else
-		p = json_object();
-	if (p && u->scaled) {
-		json_object_set_new(p, res->zoom ? "max_width" : "out_width", json_integer(u->dw));
-		json_object_set_new(p, res->zoom ? "max_height" : "out_height",
-				    json_integer(u->dh));
-	}
-	struct envd_reply r;
-	int rc = p ? core_action_ok(u->core, u->id, u->ws, "screenshot", p, &r, e)
-		   : err_set(e, ERR_INTERNAL, "out of memory");
-	json_decref(p);
-	if (rc < 0)
-		return -1;
-	*b64 = base64_encode(r.body, r.body_len);
-	envd_reply_free(&r);
-	return *b64 ? 0 : err_set(e, ERR_INTERNAL, "out of memory encoding the screenshot");
-}
-
-/* The cursor, on the screen. */
-int cu_cursor(struct cu *u, int *x, int *y, struct err *e)
-{
-	json_t *p = NULL;
-	if (cu_do(u, "get_cursor_position", json_object(), &p, e) < 0)
-		return -1;
-	*x = (int)json_integer_value(json_object_get(p, "x"));
-	*y = (int)json_integer_value(json_object_get(p, "y"));
-	json_decref(p);
-	return 0;
-}
-
-/* Keys the wrapper may carry besides the tool's input. */
-bool cu_wrapper_key(const char *k)
-{
-	return strcmp(k, "display") == 0 || strcmp(k, "dialect") == 0 ||
-	       strcmp(k, "screenshot_delay_ms") == 0;
-}
-
-/* ---- the request ------------------------------------------------------------------ */
-
-/* The display from the body's {"width","height"} or ?display=WxH, and the
- * screen behind it. No display: nothing is scaled. */
-static int cu_display(struct cu *u, const json_t *body, const struct httpd_request *req,
-		      struct err *e)
-{
-	json_t *d = NULL;
-	long long w = 0, h = 0;
-	if (param_object(body, "display", &d, e) < 0)
-		return -1;
-	if (d) {
-		static const char *const known[] = {"width", "height", NULL};
-		if (params_check_known(d, known, e) < 0 ||
-		    param_need_int(d, "width", 1, CU_COORD_LIMIT, &w, e) < 0 ||
-		    param_need_int(d, "height", 1, CU_COORD_LIMIT, &h, e) < 0)
-			return err_rename_param(e, "display");
-	} else {
-		const char *q = httpd_query(req, "display");
-		if (!q)
-			return 0;
-		char tail;
-		if (sscanf(q, "%lldx%lld%c", &w, &h, &tail) != 2 || w < 1 || h < 1 ||
-		    w > CU_COORD_LIMIT || h > CU_COORD_LIMIT)
-			return err_param(e, "display",
-					 "display: WIDTHxHEIGHT like 1024x768, not "
-					 "'%.40s'",
-					 q);
-	}
-	json_t *s = NULL;
-	if (cu_do(u, "get_screen_size", json_object(), &s, e) < 0)
-		return -1;
-	u->sw = (int)json_integer_value(json_object_get(s, "width"));
-	u->sh = (int)json_integer_value(json_object_get(s, "height"));
-	json_decref(s);
-	if (w > u->sw || h > u->sh)
-		return err_param(e, "display",
-				 "display: %lldx%lld is larger than the %dx%d screen; screenshots "
-				 "are only scaled down",
-				 w, h, u->sw, u->sh);
-	u->dw = (int)w;
-	u->dh = (int)h;
-	u->scaled = w != u->sw || h != u->sh;
-	return 0;
-}
-
-/* screenshot_delay_ms from the body or the query: 0 to 10000. */
-static int cu_settle(struct cu *u, const json_t *body, const struct httpd_request *req,
-		     struct err *e)
-{
-	long long ms = 0;
-	int r = param_int(body, "screenshot_delay_ms", 0, 10000, &ms, e);
-	const char *q = httpd_query(req, "screenshot_delay_ms");
-	if (r < 0)
-		return -1;
-	if (r == 0 && q) {
-		char *end;
-		errno = 0;
-		ms = strtoll(q, &end, 10);
-		if (errno || *end || end == q || ms < 0 || ms > 10000)
-			return err_param(
-			    e, "screenshot_delay_ms",
-			    "screenshot_delay_ms: milliseconds, 0 to 10000, not '%.40s'", q);
-	}
-	u->settle_ms = (int)ms;
-	return 0;
-}
-
-static int cu_run(struct cu *u, const json_t *body, const struct httpd_request *req, json_t **out,
-		  struct err *e)
+/* `tool` and `dialect` from the body, else the query: *tool CU_TOOL_NONE and
+ * *dialect D_NONE when not said; a tool says its dialect. */
+static int cu_said(const json_t *body, const struct httpd_request *req, enum cu_tool *tool,
+		   int *dialect, struct err *e)
 {
 	static const char *const dialects[] = {"anthropic", "openai", NULL};
-	int dialect = -1;
-	if (param_enum(body, "dialect", dialects, &dialect, e) < 0)
+	const char *t = NULL, *q;
+	*tool = CU_TOOL_NONE;
+	*dialect = D_NONE;
+	if (param_enum(body, "dialect", dialects, dialect, e) < 0 ||
+	    param_str(body, "tool", &t, e) < 0)
 		return -1;
-	const char *q = httpd_query(req, "dialect");
-	if (dialect < 0 && q) {
+	if (*dialect == D_NONE && (q = cu_query(req, "dialect"))) {
 		for (int i = 0; dialects[i]; i++)
 			if (strcmp(q, dialects[i]) == 0)
-				dialect = i;
-		if (dialect < 0)
+				*dialect = i;
+		if (*dialect == D_NONE)
 			return err_param(e, "dialect", "dialect: anthropic or openai, not '%.40s'",
 					 q);
 	}
-	/* Whole blocks: Anthropic's tool_use, OpenAI's computer_call. */
-	const char *type = json_string_value(json_object_get(body, "type"));
-	json_t *in = NULL;
-	const char *ref = NULL;
-	if (type && strcmp(type, "tool_use") == 0) {
-		static const char *const known[] = {
-		    "type", "id", "name", "input", "display", "dialect", "screenshot_delay_ms",
-		    NULL};
-		if (params_check_known(body, known, e) < 0 ||
-		    param_object(body, "input", &in, e) < 0 || param_str(body, "id", &ref, e) < 0)
-			return -1;
-		if (!in)
-			return err_param(e, "input", "input: required in a tool_use block");
-		dialect = 0;
-	} else if (type && strcmp(type, "computer_call") == 0) {
-		static const char *const known[] = {"type",
-						    "id",
-						    "call_id",
-						    "action",
-						    "status",
-						    "display",
-						    "dialect",
-						    "pending_safety_checks",
-						    "screenshot_delay_ms",
-						    NULL};
-		if (params_check_known(body, known, e) < 0 ||
-		    param_object(body, "action", &in, e) < 0 ||
-		    param_str(body, "call_id", &ref, e) < 0)
-			return -1;
-		if (!in)
-			return err_param(e, "action", "action: required in a computer_call item");
-		dialect = 1;
-	} else if (dialect < 0) {
-		if (json_is_string(json_object_get(body, "action")))
-			dialect = 0;
-		else if (type)
-			dialect = 1;
-		else
-			return err_set(
-			    e, ERR_INVALID,
-			    "the body is neither Anthropic's computer tool input "
-			    "({\"action\": \"left_click\", ...}) nor an OpenAI computer-use "
-			    "action ({\"type\": \"click\", ...}); 'dialect' can say which");
-	}
-	if (cu_display(u, body, req, e) < 0 || cu_settle(u, body, req, e) < 0)
+	if (!t)
+		t = cu_query(req, "tool");
+	if (!t)
+		return 0;
+	for (size_t i = 1; i < CU_NTOOLS; i++)
+		if (strcmp(t, cu_tools[i]) == 0)
+			*tool = (enum cu_tool)i;
+	if (*tool == CU_TOOL_NONE)
+		return err_param(e, "tool",
+				 "tool: '%.60s' is not a computer-use tool cubicle speaks "
+				 "(computer_20241022, computer_20250124, computer_20251124, "
+				 "computer_toolset_20260801; computer_use_preview, computer)",
+				 t);
+	int vendor = cu_tool_openai(*tool) ? D_OPENAI : D_ANTHROPIC;
+	if (*dialect != D_NONE && *dialect != vendor)
+		return err_param(e, "tool", "tool: %s is %s's, and the dialect says %s",
+				 cu_tools[*tool], dialects[vendor], dialects[*dialect]);
+	*dialect = vendor;
+	return 0;
+}
+
+/* ---- Anthropic --------------------------------------------------------------------- */
+
+/* {"type": "tool_result", "tool_use_id"?, "toolset_name"?, "content"}: content stolen. */
+static json_t *cu_tool_result(const char *id, bool toolset, json_t *content, bool is_error)
+{
+	json_t *r = json_pack("{s:s}", "type", "tool_result");
+	if (r && id)
+		json_object_set_new(r, "tool_use_id", json_string(id));
+	if (r && toolset)
+		json_object_set_new(r, "toolset_name", json_string("computer"));
+	if (r && is_error)
+		json_object_set_new(r, "is_error", json_true());
+	if (r)
+		json_object_set_new(r, "content", content);
+	else
+		json_decref(content);
+	return r;
+}
+
+static json_t *cu_text_content(const char *text)
+{
+	return json_pack("[{s:s, s:s}]", "type", "text", "text", text);
+}
+
+/* The version a call in this block shape runs as: toolset calls carry
+ * toolset_name "computer", earlier versions' name "computer". */
+static int cu_a_version(struct cu *u, enum cu_tool said, bool toolset, struct err *e)
+{
+	if (toolset && said != CU_TOOL_NONE && said != CU_TOOLSET_20260801)
+		return err_param(e, "tool",
+				 "tool: %s's tool_use blocks have no toolset_name; this one is "
+				 "computer_toolset_20260801's",
+				 cu_tools[said]);
+	if (!toolset && said == CU_TOOLSET_20260801)
+		return err_param(
+		    e, "toolset_name",
+		    "toolset_name: computer_toolset_20260801's tool_use blocks carry "
+		    "\"toolset_name\": \"computer\" and the member tool as their name");
+	u->tool = toolset		 ? CU_TOOLSET_20260801
+		  : said != CU_TOOL_NONE ? said
+					 : CU_COMPUTER_20251124;
+	return 0;
+}
+
+/* {"action": ...}: one input of computer_20241022..computer_20251124. */
+static int cu_a_input(struct cu *u, const json_t *body, enum cu_tool said, json_t **out,
+		      struct err *e)
+{
+	if (said == CU_TOOLSET_20260801)
+		return err_param(e, "action",
+				 "action: computer_toolset_20260801's calls are tool_use blocks "
+				 "named by their member tool, with \"toolset_name\": \"computer\"");
+	json_t *content = NULL;
+	if (cu_a_version(u, said, false, e) < 0 || cu_anthropic(u, NULL, body, &content, e) < 0)
 		return -1;
+	*out = cu_tool_result(NULL, false, content, false);
+	return 0;
+}
+
+/* A tool_use block's computer call: *toolset, *member (NULL for an earlier
+ * version's), *input. 0 when the block is another tool's. */
+static int cu_a_block(const json_t *b, bool *toolset, const char **member, const json_t **input,
+		      struct err *e)
+{
+	const char *ts = NULL, *name = NULL;
+	json_t *in = NULL;
+	if (param_str(b, "toolset_name", &ts, e) < 0 || param_str(b, "name", &name, e) < 0)
+		return -1;
+	*toolset = ts && strcmp(ts, "computer") == 0;
+	if (ts && !*toolset)
+		return 0; /* another toolset's (browser, ...) */
+	if (!*toolset && (!name || strcmp(name, "computer") != 0))
+		return 0; /* another tool's */
+	if (*toolset && !name)
+		return err_param(e, "name", "name: the member tool (left_click, ...) is required");
+	in = json_object_get(b, "input");
+	*member = *toolset ? name : NULL;
+	*input = in;
+	return 1;
+}
+
+/* One call of a block: the input object checked, then done. */
+static int cu_a_call(struct cu *u, const char *member, const json_t *in, json_t **content,
+		     struct err *e)
+{
+	if (!json_is_object(in))
+		return err_param(e, "input", "input: required, an object");
+	return cu_anthropic(u, member, in, content, e);
+}
+
+/* {"type": "tool_use", ...}: one block, answered with its tool_result. */
+static int cu_a_tool_use(struct cu *u, const json_t *body, enum cu_tool said, json_t **out,
+			 struct err *e)
+{
+	static const char *const known[] = {
+	    "type",	     "id",	"name",	   "input", "toolset_name",	   "caller",
+	    "cache_control", "display", "dialect", "tool",  "screenshot_delay_ms", NULL};
+	const char *id = NULL, *member = NULL;
+	const json_t *in = NULL;
+	bool toolset = false;
+	int r;
+	if (params_check_known(body, known, e) < 0 || param_str(body, "id", &id, e) < 0 ||
+	    (r = cu_a_block(body, &toolset, &member, &in, e)) < 0)
+		return -1;
+	if (r == 0)
+		return err_param(e, json_object_get(body, "toolset_name") ? "toolset_name" : "name",
+				 "%s: this tool_use is not the computer tool's (\"name\": "
+				 "\"computer\", or \"toolset_name\": \"computer\")",
+				 json_object_get(body, "toolset_name") ? "toolset_name" : "name");
 	if (!in)
-		in = (json_t *)body;
-	return dialect == 0 ? cu_anthropic(u, in, ref, out, e) : cu_openai(u, in, ref, out, e);
+		return err_param(e, "input", "input: required in a tool_use block");
+	json_t *content = NULL;
+	if (cu_a_version(u, said, toolset, e) < 0 || cu_a_call(u, member, in, &content, e) < 0)
+		return -1;
+	*out = cu_tool_result(id, toolset, content, false);
+	return 0;
+}
+
+/* {"content": [...]}: an assistant turn (or the Messages API's whole
+ * answer, {"type": "message", ...}), its computer tool_use blocks a batch. */
+static int cu_a_turn(struct cu *u, const json_t *body, enum cu_tool said, json_t **out,
+		     struct computeruse_outcome *oc, struct err *e)
+{
+	const char *type = NULL, *role = NULL;
+	json_t *blocks = NULL;
+	if (param_str(body, "type", &type, e) < 0 || param_str(body, "role", &role, e) < 0 ||
+	    param_array(body, "content", &blocks, e) < 0)
+		return -1;
+	if (!type) { /* a message of our caller's: nothing unknown */
+		static const char *const known[] = {
+		    "role", "content", "display", "dialect", "tool", "screenshot_delay_ms", NULL};
+		if (params_check_known(body, known, e) < 0)
+			return -1;
+	}
+	if (role && strcmp(role, "assistant") != 0)
+		return err_param(e, "role", "role: the turn to run is the assistant's");
+	size_t n = json_array_size(blocks);
+	size_t idx[CU_MAX_BATCH];
+	int calls = 0, toolsets = 0;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *b = json_array_get(blocks, i), *in;
+		const char *bt = NULL, *member, *id = NULL;
+		bool toolset;
+		int r;
+		if (!json_is_object(b))
+			return err_param(e, "content", "content[%zu]: not a content block", i);
+		if (param_str(b, "type", &bt, e) < 0 || !bt || strcmp(bt, "tool_use") != 0)
+			continue; /* text, thinking, ...; the loop's own business */
+		if ((r = cu_a_block(b, &toolset, &member, &in, e)) < 0 ||
+		    param_str(b, "id", &id, e) < 0)
+			return err_rename_param(e, "content");
+		if (r == 0)
+			continue; /* bash, another toolset: the loop runs those */
+		if (!id)
+			return err_param(e, "content",
+					 "content[%zu]: a tool_use block needs its id", i);
+		if (calls == CU_MAX_BATCH)
+			return err_param(e, "content",
+					 "content: at most %d computer calls in one request",
+					 CU_MAX_BATCH);
+		idx[calls++] = i;
+		toolsets += toolset;
+	}
+	if (calls == 0)
+		return err_param(e, "content",
+				 "content: no tool_use block of the computer tool (\"name\": "
+				 "\"computer\", or \"toolset_name\": \"computer\")");
+	if (toolsets != 0 && toolsets != calls)
+		return err_param(e, "content",
+				 "content: toolset calls and computer_2025... calls in one turn");
+	if (cu_a_version(u, said, toolsets > 0, e) < 0)
+		return -1;
+	bool toolset = toolsets > 0;
+	json_t *results = json_array();
+	oc->calls = calls;
+	for (int c = 0; c < calls; c++) {
+		const json_t *b = json_array_get(blocks, idx[c]);
+		const char *id = json_string_value(json_object_get(b, "id"));
+		const char *member = toolset ? json_string_value(json_object_get(b, "name")) : NULL;
+		json_t *content = NULL;
+		struct err ce = {0};
+		json_t *r;
+		if (oc->failed >= 0) {
+			r = cu_tool_result(id, toolset, cu_text_content(CU_NOT_EXECUTED), true);
+		} else if (cu_a_call(u, member, json_object_get(b, "input"), &content, &ce) == 0) {
+			r = cu_tool_result(id, toolset, content, false);
+			oc->ran++;
+		} else if (c == 0 && !cu_input_error(&ce)) {
+			json_decref(results);
+			*e = ce;
+			return -1; /* nothing ran, nothing to tell the agent */
+		} else {
+			cu_fail(oc, (int)idx[c], "content", &ce);
+			r = cu_tool_result(id, toolset, cu_text_content(ce.message), true);
+		}
+		json_array_append_new(results, r);
+	}
+	*out = json_pack("{s:s, s:o}", "role", "user", "content", results);
+	return *out ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
+/* ---- OpenAI ------------------------------------------------------------------------- */
+
+/* {"type": "computer_call", ...}: its action, or its actions[] (a batch). */
+static int cu_o_call(struct cu *u, const json_t *body, enum cu_tool said, json_t **out,
+		     struct computeruse_outcome *oc, struct err *e)
+{
+	static const char *const known[] = {"type",
+					    "id",
+					    "call_id",
+					    "action",
+					    "actions",
+					    "status",
+					    "pending_safety_checks",
+					    "display",
+					    "dialect",
+					    "tool",
+					    "screenshot_delay_ms",
+					    NULL};
+	json_t *action = NULL, *actions = NULL;
+	const char *call_id = NULL;
+	if (params_check_known(body, known, e) < 0 ||
+	    param_object(body, "action", &action, e) < 0 ||
+	    param_array(body, "actions", &actions, e) < 0 ||
+	    param_str(body, "call_id", &call_id, e) < 0)
+		return -1;
+	if (action && actions)
+		return err_param(e, "actions", "actions: a computer_call has action or actions[]");
+	if (!action && !actions)
+		return err_param(e, "action",
+				 "action: required in a computer_call item (or "
+				 "actions[])");
+	if (action) { /* computer_use_preview's, or a computer's single action */
+		u->tool = said != CU_TOOL_NONE ? said : CU_USE_PREVIEW;
+		return cu_openai(u, action, e) < 0 ? -1
+						   : cu_openai_output(u, call_id, false, out, e);
+	}
+	if (said == CU_USE_PREVIEW)
+		return err_param(e, "actions",
+				 "actions: computer_use_preview sends one action; actions[] is the "
+				 "computer tool's");
+	size_t n = json_array_size(actions);
+	if (n == 0 || n > CU_MAX_BATCH)
+		return err_param(e, "actions", "actions: 1 to %d actions", CU_MAX_BATCH);
+	u->tool = CU_COMPUTER;
+	oc->batch = true;
+	oc->calls = (int)n;
+	for (size_t i = 0; i < n; i++) {
+		struct err ae = {0};
+		if (cu_openai(u, json_array_get(actions, i), &ae) == 0) {
+			oc->ran++;
+			continue;
+		}
+		if (i == 0 && !cu_input_error(&ae)) {
+			*e = ae;
+			return -1;
+		}
+		cu_fail(oc, (int)i, "actions", &ae);
+		break;
+	}
+	return cu_openai_output(u, call_id, oc->failed >= 0, out, e);
+}
+
+/* ---- the request ------------------------------------------------------------------- */
+
+enum cu_shape { S_A_INPUT, S_A_TOOL_USE, S_A_TURN, S_O_ACTION, S_O_CALL };
+
+static int cu_shape(const json_t *body, int dialect, enum cu_shape *shape, struct err *e)
+{
+	const char *type = json_string_value(json_object_get(body, "type"));
+	bool turn = json_object_get(body, "content") && (!type || strcmp(type, "message") == 0);
+	int vendor;
+	if (turn || (type && strcmp(type, "tool_use") == 0)) {
+		*shape = turn ? S_A_TURN : S_A_TOOL_USE;
+		vendor = D_ANTHROPIC;
+	} else if (type && strcmp(type, "computer_call") == 0) {
+		*shape = S_O_CALL;
+		vendor = D_OPENAI;
+	} else if (type && strcmp(type, "message") == 0) {
+		return err_param(e, "content", "content: required in a message");
+	} else if (dialect != D_NONE) { /* a single input, as said */
+		*shape = dialect == D_ANTHROPIC ? S_A_INPUT : S_O_ACTION;
+		return 0;
+	} else if (json_is_string(json_object_get(body, "action"))) {
+		*shape = S_A_INPUT;
+		return 0;
+	} else if (type) {
+		*shape = S_O_ACTION;
+		return 0;
+	} else {
+		return err_set(e, ERR_INVALID,
+			       "the body is neither Anthropic's computer tool input "
+			       "({\"action\": \"left_click\", ...}), tool_use block or turn "
+			       "({\"content\": [...]}) nor an OpenAI computer-use action "
+			       "({\"type\": \"click\", ...}) or computer_call item; 'tool' or "
+			       "'dialect' can say which");
+	}
+	if (dialect != D_NONE && dialect != vendor)
+		return err_param(e, "dialect", "dialect: this is %s's shape, not %s's",
+				 vendor == D_ANTHROPIC ? "Anthropic" : "OpenAI",
+				 dialect == D_ANTHROPIC ? "Anthropic" : "OpenAI");
+	return 0;
+}
+
+int computeruse_run(struct core *core, const char *id, const char *ws, const json_t *body,
+		    const struct httpd_request *req, json_t **out, struct computeruse_outcome *oc,
+		    struct err *e)
+{
+	struct cu u = {.core = core, .id = id, .ws = ws, .wait_left_ms = CU_MAX_WAIT_MS};
+	*oc = (struct computeruse_outcome){.calls = 1, .failed = -1};
+	*out = NULL;
+	enum cu_tool said;
+	enum cu_shape shape = S_A_INPUT;
+	int dialect;
+	if (!json_is_object(body))
+		return err_set(e, ERR_BAD_REQUEST, "the body must be a JSON object");
+	if (cu_said(body, req, &said, &dialect, e) < 0 || cu_shape(body, dialect, &shape, e) < 0 ||
+	    cu_display(&u, body, cu_query(req, "display"), e) < 0 ||
+	    cu_settle(&u, body, cu_query(req, "screenshot_delay_ms"), e) < 0)
+		return -1;
+	oc->batch = shape == S_A_TURN;
+	int rc;
+	switch (shape) {
+	case S_A_INPUT:
+		rc = cu_a_input(&u, body, said, out, e);
+		break;
+	case S_A_TOOL_USE:
+		rc = cu_a_tool_use(&u, body, said, out, e);
+		break;
+	case S_A_TURN:
+		rc = cu_a_turn(&u, body, said, out, oc, e);
+		break;
+	case S_O_ACTION:
+		u.tool = said != CU_TOOL_NONE ? said : CU_USE_PREVIEW;
+		rc = cu_openai(&u, body, e) < 0 ? -1 : cu_openai_output(&u, NULL, false, out, e);
+		break;
+	default:
+		rc = cu_o_call(&u, body, said, out, oc, e);
+	}
+	if (rc < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return -1;
+	}
+	if (!oc->batch)
+		oc->ran = 1;
+	return 0;
+}
+
+/* A header value: printable ASCII of msg. */
+static void cu_header_text(char *out, size_t len, const char *msg)
+{
+	size_t n = 0;
+	for (; *msg && n + 1 < len; msg++)
+		out[n++] = *msg >= 0x20 && *msg < 0x7f ? *msg : '?';
+	out[n] = 0;
 }
 
 void computeruse_handle(struct core *core, const char *id, const char *ws,
 			struct httpd_request *req, struct httpd_response *resp)
 {
 	struct err e = {0};
-	struct cu u = {.core = core, .id = id, .ws = ws};
 	json_error_t je;
 	json_t *body = req->body_len
 			   ? json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je)
 			   : NULL;
 	json_t *out = NULL;
+	struct computeruse_outcome oc;
 	int rc;
 	if (!body)
 		rc = err_set(&e, ERR_BAD_REQUEST, "the body must be a JSON object: %s",
 			     req->body_len ? je.text : "it is empty");
-	else if (!json_is_object(body))
-		rc = err_set(&e, ERR_BAD_REQUEST, "the body must be a JSON object");
 	else
-		rc = cu_run(&u, body, req, &out, &e);
+		rc = computeruse_run(core, id, ws, body, req, &out, &oc, &e);
 	json_decref(body);
-	if (rc < 0)
+	if (rc < 0) {
 		httpd_respond_err(resp, &e);
-	else
-		httpd_respond_json(resp, 200, out);
+		return;
+	}
+	if (oc.batch) {
+		char v[sizeof oc.error];
+		snprintf(v, sizeof v, "%d", oc.ran);
+		httpd_add_header(resp, "x-computer-use-ran:", v);
+		if (oc.failed >= 0) {
+			snprintf(v, sizeof v, "%d", oc.failed);
+			httpd_add_header(resp, "x-computer-use-failed:", v);
+			cu_header_text(v, sizeof v, oc.error);
+			httpd_add_header(resp, "x-computer-use-error:", v);
+		}
+	}
+	httpd_respond_json(resp, 200, out);
 }

@@ -152,23 +152,6 @@ void api_openapi(void *ctx, struct httpd_request *req, struct httpd_response *re
 	resp->content_type = "application/json";
 }
 
-void api_metrics(void *ctx, struct httpd_request *req, struct httpd_response *resp)
-{
-	struct api *a = ctx;
-	(void)req;
-	char *text = core_metrics(a->core), *runs = a->runner ? runner_metrics(a->runner) : NULL;
-	if (text && runs) {
-		char *both = NULL;
-		if (asprintf(&both, "%s%s", text, runs) > 0)
-			free(text), text = both;
-	}
-	free(runs);
-	resp->status = 200;
-	resp->content_type = "text/plain; version=0.0.4";
-	resp->body = (unsigned char *)text;
-	resp->body_len = text ? strlen(text) : 0;
-}
-
 /*
  * A workspace's egress list from the body: *given false when absent; null or
  * [] is the empty list. Every entry must be an IPv4 prefix string
@@ -651,4 +634,65 @@ void api_embed(void *ctx, struct httpd_request *req, struct httpd_response *resp
 {
 	struct api *a = ctx;
 	streams_embed(a->streams, req, resp);
+}
+
+/* ---- previews and CDP (preview.c) ----------------------------------------------------- */
+
+static int api_previews_on(struct api *a, struct err *e)
+{
+	return a->previews ? 0
+			   : err_set(e, ERR_UNAVAILABLE,
+				     "previews and CDP are off on this server (cubicled "
+				     "--preview-listen off)");
+}
+
+/* POST /v1/computers/{id}/previews {"port","ttl_s"?,"public"?}; GET lists them. */
+void api_previews(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *out = NULL;
+	if (req->method == HTTPD_GET) {
+		int rc = api_previews_on(a, &e) == 0
+			     ? previews_list(a->previews, c->id, api_ws(c), &out, &e)
+			     : -1;
+		api_answer(resp, rc, 200, out, &e);
+		return;
+	}
+	json_t *body = api_body_json(req, &e);
+	int rc = body && api_previews_on(a, &e) == 0
+		     ? previews_grant(a->previews, c->id, api_ws(c), body, &out, &e)
+		     : -1;
+	json_decref(body);
+	api_answer(resp, rc, 201, out, &e);
+}
+
+void api_preview_delete(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	int rc = api_previews_on(a, &e) == 0
+		     ? previews_revoke(a->previews, c->id, api_ws(c), c->sub, &e)
+		     : -1;
+	api_answer(resp, rc, 200,
+		   rc == 0
+		       ? json_pack("{s:b, s:s, s:i}", "ok", 1, "id", c->id, "port", atoi(c->sub))
+		       : NULL,
+		   &e);
+}
+
+/* POST /v1/computers/{id}/cdp {"ttl_s"?} → {"ws_url", "http_url", ...}. */
+void api_cdp(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	json_t *out = NULL, *body = api_body_json(req, &e);
+	int rc = body && api_previews_on(a, &e) == 0
+		     ? previews_cdp(a->previews, c->id, api_ws(c), body, &out, &e)
+		     : -1;
+	json_decref(body);
+	api_answer(resp, rc, 201, out, &e);
 }

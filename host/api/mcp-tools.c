@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base64.h"
+#include "computeruse.h"
 #include "driver.h"
 #include "ident.h"
 #include "params.h"
@@ -124,6 +125,25 @@ static const struct mcp_param p_stream[] = {
     {"view_only", T_BOOL, 0, 0, NULL, false, "Watch only: input is dropped (default false)."},
     {0}};
 
+static const struct mcp_param p_preview[] = {
+    {"port", T_INT, 1, 65535, NULL, true,
+     "The port a server listens on inside the computer (on 127.0.0.1 or 0.0.0.0)."},
+    {"ttl_s", T_INT, 1, 86400, NULL, false, "How long the URL works (default 3600)."},
+    {"public", T_BOOL, 0, 0, NULL, false,
+     "No token needed (default false; only where the server allows public previews)."},
+    {0}};
+static const struct mcp_param p_cdp[] = {
+    {"ttl_s", T_INT, 1, 86400, NULL, false, "How long the URLs work (default 3600)."}, {0}};
+static const struct mcp_param p_rec_start[] = {
+    {"keep", T_BOOL, 0, 0, NULL, false,
+     "Keep the recording after the computer is deleted (default false)."},
+    {0}};
+static const struct mcp_param p_rec_stop[] = {
+    {"recording_id", T_STR, 0, 0, NULL, true, "The recording's id (rec-...)."},
+    {"keep", T_BOOL, 0, 0, NULL, false,
+     "Keep the recording after the computer is deleted (default: unchanged)."},
+    {0}};
+
 /* ---- tool calls that are not one envd action ------------------------------------ */
 
 static const char *mcp_id(const json_t *args)
@@ -217,6 +237,58 @@ static int mcp_stream_url(const struct mcp_caller *c, const struct mcp_tool *t, 
 	return streams_grant(c->streams, mcp_id(args), c->ws, c->host, ttl, view, result, e);
 }
 
+/* POST .../previews and .../cdp (host/api/preview.h): their own checks. */
+static int mcp_preview_url(const struct mcp_caller *c, const struct mcp_tool *t, const json_t *args,
+			   json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", NULL};
+	if (!c->previews)
+		return err_set(e, ERR_UNAVAILABLE, "previews are off on this server");
+	json_t *p = mcp_without(args, ours);
+	int rc = previews_grant(c->previews, mcp_id(args), c->ws, p, result, e);
+	json_decref(p);
+	return rc;
+}
+
+/* Recordings (docs/api.md, "Recordings"): the body is the tool's arguments
+ * but the ids. */
+static int mcp_start_recording(const struct mcp_caller *c, const struct mcp_tool *t,
+			       const json_t *args, json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", NULL};
+	json_t *p = mcp_without(args, ours);
+	int rc = core_recording_start(c->core, mcp_id(args), c->ws, p, result, e);
+	json_decref(p);
+	return rc;
+}
+
+static int mcp_cdp_url(const struct mcp_caller *c, const struct mcp_tool *t, const json_t *args,
+		       json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", NULL};
+	if (!c->previews)
+		return err_set(e, ERR_UNAVAILABLE, "CDP is off on this server");
+	json_t *p = mcp_without(args, ours);
+	int rc = previews_cdp(c->previews, mcp_id(args), c->ws, p, result, e);
+	json_decref(p);
+	return rc;
+}
+
+static int mcp_stop_recording(const struct mcp_caller *c, const struct mcp_tool *t,
+			      const json_t *args, json_t **result, struct err *e)
+{
+	(void)t;
+	static const char *const ours[] = {"computer_id", "recording_id", NULL};
+	json_t *p = mcp_without(args, ours);
+	const char *rid = json_string_value(json_object_get(args, "recording_id"));
+	int rc = core_recording_stop(c->core, mcp_id(args), c->ws, rid ? rid : "", p, result, e);
+	json_decref(p);
+	return rc;
+}
+
 /* POST /v1/run: a snippet in a fresh sandbox (docs/code-runner.md). */
 static const struct mcp_param p_run_code[] = {
     {"language", T_ENUM, 0, 0, "python|javascript", true,
@@ -270,6 +342,81 @@ static int mcp_screenshot(const struct mcp_caller *c, const struct mcp_tool *t, 
 	return *result ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
 }
 
+/* ---- computer-use ------------------------------------------------------------------ */
+
+static const struct mcp_param p_computer_use[] = {
+    {"call", T_OBJ, 0, 0, NULL, true,
+     "What the model sent, as POST /v1/computers/{id}/computer-use takes it: an Anthropic "
+     "tool_use block, assistant turn ({\"content\": [...]}) or computer input "
+     "({\"action\", ...}), or an OpenAI computer_call item or action ({\"type\", ...})."},
+    {"tool", T_ENUM, 0, 0,
+     "computer_20241022|computer_20250124|computer_20251124|computer_toolset_20260801|"
+     "computer_use_preview|computer",
+     false, "The type of the tools[] entry the model was given (default: by the call's shape)."},
+    {"display", T_OBJ, 0, 0, NULL, false,
+     "{\"width\", \"height\"} the model sees: screenshots scaled to it, its coordinates "
+     "scaled back (default: the screen's own size)."},
+    {"screenshot_delay_ms", T_INT, 0, 10000, NULL, false,
+     "Wait this long before a screenshot that follows an action (default 0)."},
+    {0}};
+
+/* The images of a computer-use answer (tool_result blocks, a turn's, or a
+ * computer_call_output) as MCP image content, in order. */
+static void mcp_cu_images(const json_t *v, json_t *content)
+{
+	const char *type = json_string_value(json_object_get(v, "type"));
+	if (type && strcmp(type, "image") == 0) {
+		json_t *src = json_object_get(v, "source");
+		json_array_append_new(content, json_pack("{s:s, s:O, s:O}", "type", "image", "data",
+							 json_object_get(src, "data"), "mimeType",
+							 json_object_get(src, "media_type")));
+		return;
+	}
+	const char *url =
+	    json_string_value(json_object_get(json_object_get(v, "output"), "image_url"));
+	static const char prefix[] = "data:image/png;base64,";
+	if (url && strncmp(url, prefix, sizeof prefix - 1) == 0) {
+		json_array_append_new(content,
+				      json_pack("{s:s, s:s, s:s}", "type", "image", "data",
+						url + sizeof prefix - 1, "mimeType", "image/png"));
+		return;
+	}
+	size_t i;
+	json_t *it;
+	json_array_foreach(json_object_get(v, "content"), i, it) mcp_cu_images(it, content);
+}
+
+/* The vendor's answer as structured content, exactly; its screenshots as
+ * image content and a line saying what ran. */
+static int mcp_computer_use(const struct mcp_caller *c, const struct mcp_tool *t,
+			    const json_t *args, json_t **result, struct err *e)
+{
+	(void)t;
+	json_t *body = json_copy(json_object_get(args, "call"));
+	static const char *const wrapper[] = {"tool", "display", "screenshot_delay_ms"};
+	for (size_t i = 0; body && i < sizeof wrapper / sizeof wrapper[0]; i++)
+		if (json_object_get(args, wrapper[i]))
+			json_object_set(body, wrapper[i], json_object_get(args, wrapper[i]));
+	if (!body)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	json_t *out = NULL;
+	struct computeruse_outcome oc;
+	int rc = computeruse_run(c->core, mcp_id(args), c->ws, body, NULL, &out, &oc, e);
+	json_decref(body);
+	if (rc < 0)
+		return -1;
+	char text[400];
+	if (oc.failed >= 0)
+		snprintf(text, sizeof text, "%d of %d calls done; %s; the rest not run.", oc.ran,
+			 oc.calls, oc.error);
+	else
+		snprintf(text, sizeof text, "%d of %d calls done.", oc.ran, oc.calls);
+	json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
+	mcp_cu_images(out, content);
+	*result = json_pack("{s:o, s:o}", "content", content, "structuredContent", out);
+	return *result ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 /* The tools of envd's actions: mcp_action_tools[], generated from
@@ -301,6 +448,28 @@ static const struct mcp_tool mcp_tools[] = {
     {"stream_url",
      "A URL to watch (or control) the desktop live in a browser, and its WebSocket URL.", p_stream,
      COMPUTER, mcp_stream_url},
+    {"computer_use",
+     "Run what a computer-use model sent (Anthropic's computer tool, any version, one call or "
+     "a turn of them; OpenAI's computer_call or action) and get the answer its loop sends "
+     "back, exactly: tool_result blocks or a computer_call_output item, as structuredContent "
+     "(docs/computer-use.md).",
+     p_computer_use, COMPUTER | F_RESULT, mcp_computer_use},
+    {"preview_url",
+     "A URL that opens a server running inside the computer (a dev server, an app) in a "
+     "person's browser, HTTP and WebSocket, without exposing anything else of the computer.",
+     p_preview, COMPUTER, mcp_preview_url},
+    {"cdp_url",
+     "The desktop browser's Chrome DevTools Protocol WebSocket URL (Chromium, started if "
+     "needed), for Playwright's connectOverCDP: drives the browser the live view shows.",
+     p_cdp, COMPUTER, mcp_cdp_url},
+    {"start_recording",
+     "Start recording the desktop's screen (a WebM video, and the track of every action run "
+     "meanwhile) so a person can watch what was done. Returns the recording's id.",
+     p_rec_start, COMPUTER, mcp_start_recording},
+    {"stop_recording",
+     "Stop a recording; the video and its action track can then be downloaded through the "
+     "REST API (GET /v1/computers/{id}/recordings/{rid}).",
+     p_rec_stop, COMPUTER, mcp_stop_recording},
     {"run_code",
      "Run a short Python or JavaScript snippet in a fresh isolated sandbox, no computer needed: "
      "its stdout, stderr, exit_code and error (exception, cpu_limit, memory_limit, timeout, "

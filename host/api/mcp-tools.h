@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "core.h"
+#include "preview.h"
 #include "runner.h"
 #include "stream.h"
 
@@ -19,9 +20,10 @@
 struct mcp_caller {
 	struct core *core;
 	struct streams *streams;
-	struct runner *runner; /* NULL: this cubicled runs no code */
-	const char *ws;	       /* NULL for the admin */
-	const char *host;      /* the Host header, for stream URLs */
+	struct previews *previews; /* NULL: no preview listener */
+	struct runner *runner;	   /* NULL: this cubicled runs no code */
+	const char *ws;		   /* NULL for the admin */
+	const char *host;	   /* the Host header, for stream URLs */
 };
 
 /* {"tools":[...]} for tools/list (new reference). */

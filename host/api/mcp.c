@@ -28,12 +28,13 @@ const char *const mcp_extra_headers[] = {"mcp-protocol-version", NULL};
 struct mcp {
 	struct core *core;
 	struct streams *streams;
+	struct previews *previews;
 	struct runner *runner;
 	char **origins; /* allowed besides our own, NULL-terminated */
 };
 
-struct mcp *mcp_create(struct core *core, struct streams *streams, struct runner *runner,
-		       const char *origins, struct err *e)
+struct mcp *mcp_create(struct core *core, struct streams *streams, struct previews *previews,
+		       struct runner *runner, const char *origins, struct err *e)
 {
 	struct mcp *m = calloc(1, sizeof *m);
 	size_t n = 1;
@@ -48,6 +49,7 @@ struct mcp *mcp_create(struct core *core, struct streams *streams, struct runner
 	}
 	m->core = core;
 	m->streams = streams;
+	m->previews = previews;
 	m->runner = runner;
 	char *copy = strdup(origins ? origins : ""), *save = NULL;
 	size_t k = 0;
@@ -269,7 +271,7 @@ void mcp_handle(struct mcp *m, const char *ws, struct httpd_request *req,
 		mcp_respond(resp, 400, rpc_error(NULL, RPC_PARSE_ERROR, text));
 		return;
 	}
-	struct mcp_caller c = {m->core, m->streams, m->runner, ws, req->host};
+	struct mcp_caller c = {m->core, m->streams, m->previews, m->runner, ws, req->host};
 	json_t *out;
 	if (json_is_array(msg)) { /* a batch (2025-03-26) */
 		out = json_array();

@@ -26,16 +26,18 @@
 
 #include "core.h"
 #include "httpd.h"
+#include "preview.h"
 #include "runner.h"
 #include "stream.h"
 
 struct mcp;
 
 /* origins: comma-separated Origins allowed besides the server's own, or
- * NULL. streams mints the stream tool's tokens; runner runs run_code
- * (NULL: no runner, the tool answers 503). */
-struct mcp *mcp_create(struct core *core, struct streams *streams, struct runner *runner,
-		       const char *origins, struct err *e);
+ * NULL. streams mints the stream tool's tokens, previews the preview and
+ * CDP tools' (NULL: those answer 503); runner runs run_code (NULL: no
+ * runner, the tool answers 503). */
+struct mcp *mcp_create(struct core *core, struct streams *streams, struct previews *previews,
+		       struct runner *runner, const char *origins, struct err *e);
 void mcp_destroy(struct mcp *m);
 
 /* The request headers mcp_handle() reads, for httpd_opts.extra_headers

@@ -43,13 +43,28 @@ static bool routes_match(const char *pattern, const char *path, bool rest)
 	return !*p && (!*s || (s[0] == '/' && !s[1]));
 }
 
-bool routes_has(enum httpd_method m, const char *path)
+int routes_find(enum httpd_method m, const char *path)
 {
 	for (size_t i = 0; i < sizeof route_defs / sizeof route_defs[0]; i++)
 		if ((route_defs[i].methods & M(m)) &&
 		    routes_match(route_defs[i].pattern, path, route_defs[i].rest))
-			return true;
-	return false;
+			return (int)i;
+	return -1;
+}
+
+bool routes_has(enum httpd_method m, const char *path)
+{
+	return routes_find(m, path) >= 0;
+}
+
+int routes_count(void)
+{
+	return (int)(sizeof route_defs / sizeof route_defs[0]);
+}
+
+const char *routes_pattern(int i)
+{
+	return i >= 0 && i < routes_count() ? route_defs[i].pattern : "other";
 }
 
 const unsigned char *routes_openapi(size_t *len)

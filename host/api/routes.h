@@ -25,6 +25,13 @@
  * assets). Every action name matches .../actions/{action}. */
 bool routes_has(enum httpd_method m, const char *path);
 
+/* The index of the route that has method m on path (as routes_has), or -1;
+ * the number of routes, and route i's pattern ("/v1/computers/{}/stop"),
+ * for /metrics' route label. */
+int routes_find(enum httpd_method m, const char *path);
+int routes_count(void);
+const char *routes_pattern(int i);
+
 /* The OpenAPI 3.1 document (docs/openapi.json), static bytes. */
 const unsigned char *routes_openapi(size_t *len);
 

@@ -147,8 +147,8 @@ static int stream_check(struct streams *s, struct httpd_request *req, struct htt
 	if (!stream_path_id(req->path, id))
 		return err_set(e, ERR_NOT_FOUND, "no WebSocket endpoint at %.200s", req->path);
 	struct token_claims tc;
-	if (token_verify(s->stream_key, httpd_query(req, "token"), id, clock_wall_ms() / 1000, &tc,
-			 e) < 0)
+	if (token_verify(s->stream_key, httpd_query(req, "token"), id, TOKEN_SCOPE_STREAM,
+			 clock_wall_ms() / 1000, &tc, e) < 0)
 		return -1;
 	if (core_stream_target(s->core, id, tc.workspace, tc.issued, t->unix_path,
 			       sizeof t->unix_path, e) < 0)

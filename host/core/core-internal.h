@@ -14,12 +14,13 @@
 #include "core.h"
 #include "driver.h"
 #include "template.h"
+#include "metrics.h"
 
 /* The in-memory side of a computer that is not deleted: what the hot path
  * (proxying an action) needs without touching the database. */
 struct core_rt {
 	struct core_rt *next;
-	char id[40], ws[40], kind[16], size[16];
+	char id[40], ws[40], kind[16], size[16], isolation[16];
 	enum computer_state state;
 	char address[320]; /* envd, "" until started */
 	char vnc[320];	   /* a desktop's RFB socket, "" if none */
@@ -27,8 +28,19 @@ struct core_rt {
 	int idle_s;
 	int viewers;	    /* open live streams: they count as activity */
 	int64_t revoked_ms; /* stream tokens issued before this are refused */
-	bool byo;	    /* a machine you bring (byo.c) */
-	char cred[65];	    /* ... its credential's SHA-256, hex */
+	/* Previews (previews.c): ports with a public span or a revocation,
+	 * and the revocation of every port's tokens and CDP's (a stop). */
+	struct core_preview {
+		int port; /* 0: a free slot */
+		int64_t public_since_ms, public_until_ms, revoked_ms;
+		int64_t issued_ms;  /* its last token's issue time */
+		int64_t expires_ms; /* the latest expiry of its tokens: kept until then */
+	} previews[CORE_PREVIEW_PORTS];
+	int64_t previews_revoked_ms;
+	char cdp_path[100];	/* the browser's DevTools path, "" until core_cdp */
+	char cdp_version[1024]; /* its /json/version (JSON text) */
+	bool byo;		/* a machine you bring (byo.c) */
+	char cred[65];		/* ... its credential's SHA-256, hex */
 	int64_t last_activity_ms;
 	bool activity_dirty;
 	pthread_mutex_t op; /* one lifecycle operation at a time */
@@ -46,7 +58,7 @@ struct core {
 	int quiesced;	/* core_quiesce: 0 not yet, 1 done, -1 operations still ran */
 	int background; /* boot / idle threads still running */
 
-	uint64_t actions_total, action_errors_total;
+	struct core_stats *stats; /* /metrics (metrics.c): lock-free counters */
 
 	char pool_ws[40]; /* the warm pool's own workspace, "" without a pool */
 
@@ -61,10 +73,21 @@ struct core {
 	struct byo *byo; /* connected machines (byo.c), NULL when off */
 
 	struct core_templates *tpl; /* templates (template.c) */
+	/* Live recordings (recordings.c): rec_lock guards the list and each
+	 * one's descriptors; innermost (never held with c->lock or a store
+	 * call). nrecs is read without it on the hot path. */
+	pthread_mutex_t rec_lock;
+	pthread_cond_t rec_changed; /* broadcast when a recording ends */
+	struct core_rec *recs;
+	int nrecs;
+	int64_t rec_swept_ms; /* the last retention sweep */
 
 	/* Closes a computer's live streams when it stops or goes away (api). */
 	void (*close_streams)(void *ctx, const char *id);
 	void *close_streams_ctx;
+	/* Closes its preview and CDP relays (api). */
+	void (*close_previews)(void *ctx, const char *id, const char *sub);
+	void *close_previews_ctx;
 };
 
 /* A create, parsed and checked once by core_create (the pool takes it as
@@ -76,6 +99,20 @@ struct core_create_req {
 	const struct driver_ops *ops; /* the isolation's driver */
 	bool resolution_given;	      /* else the default 1280x800 */
 };
+
+/* metrics.c: what the core counts for /metrics, without a lock. */
+enum core_life { CORE_BOOT, CORE_START, CORE_STOP, CORE_LIFE_N };
+int core_stats_open(struct core *c, struct err *e);
+void core_stats_close(struct core *c);
+/* An action's round trip to envd (us), and its error code when it failed
+ * (NULL: it answered 2xx). */
+void core_stats_action(struct core *c, const char *action, int64_t us, const char *err_code);
+/* A boot, start or stop of a computer of driver ops, that took us; ok or not. */
+void core_stats_life(struct core *c, enum core_life op, const struct driver_ops *ops, int64_t us,
+		     bool ok);
+/* A create the warm pool could serve (a default desktop of a pooled size):
+ * served from the pool (hit) or not. */
+void core_stats_pool(struct core *c, const char *size, bool hit);
 
 /* pool.c: keeps the warm pool filled (from the ticker) and hands a running
  * desktop out for a create that matches. */
@@ -143,6 +180,32 @@ static inline bool core_is_byo(const struct store_computer *sc)
 {
 	return strcmp(sc->isolation, "byo") == 0;
 }
+
+/* previews.c: a stop, a delete or a death revokes every preview and CDP
+ * token of the computer and closes their relays; core_open loads what the
+ * store kept. */
+void core_previews_down(struct core *c, const char *id);
+int core_previews_load(struct core *c, struct err *e);
+/* recordings.c: an action ran on computer id (its body, the answer's HTTP
+ * status, its start and end on CLOCK_MONOTONIC in µs, envd's answer or
+ * NULL): a line of the track of every recording of it, and, when the
+ * answer says where the pointer is ("x", "y"), the recorder is told, to
+ * draw the cursor there. Costs an atomic read when nothing records. */
+void core_recordings_note(struct core *c, const char *id, const char *action, const char *body,
+			  size_t len, int status, int64_t t_start_us, int64_t t_end_us,
+			  const struct envd_reply *reply);
+/* The computer stops or goes away: its recordings end (their files
+ * finished); deleting also removes those not kept. */
+void core_recordings_end(struct core *c, const char *id, bool deleting);
+/* A deleted workspace's recordings' rows (its session disk, which held the
+ * files, is gone). */
+void core_recordings_forget_workspace(struct core *c, const char *ws);
+/* core_open: the recordings a crash interrupted are marked stopped. */
+int core_recordings_recover(struct core *c, struct err *e);
+/* The ticker: kept recordings past --recording-keep-days (once a minute). */
+void core_recordings_sweep(struct core *c);
+/* core_quiesce: every recording ends, its file finished (≤ 15 s). */
+void core_recordings_close(struct core *c);
 
 /* The runtime record of id (lock held by the caller), or NULL. */
 struct core_rt *core_rt_find(struct core *c, const char *id);

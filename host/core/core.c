@@ -81,6 +81,7 @@ struct core_rt *core_rt_add(struct core *c, const struct store_computer *sc)
 	snprintf(r->ws, sizeof r->ws, "%s", sc->workspace);
 	snprintf(r->kind, sizeof r->kind, "%s", sc->kind);
 	snprintf(r->size, sizeof r->size, "%s", sc->size);
+	snprintf(r->isolation, sizeof r->isolation, "%s", sc->isolation);
 	r->state = sc->state;
 	snprintf(r->token, sizeof r->token, "%s", sc->envd_token);
 	r->idle_s = sc->idle_timeout_s;
@@ -326,6 +327,8 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 	struct err de = {0};
 	char address[320] = "";
 	int rc = 0;
+	int64_t t0 = clock_now_us();
+	enum core_life op = create ? CORE_BOOT : CORE_START;
 	/* A computer made from a template boots its image (template.h); a
 	 * microVM only reads it at create (it keeps hard links of it). */
 	bool vm = strcmp(ops->name, "vm") == 0;
@@ -357,6 +360,7 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 			rc = core_wait_ready(c, address, sc->envd_token, &de);
 	}
 	if (rc < 0) {
+		core_stats_life(c, op, ops, clock_now_us() - t0, false);
 		struct err ignore;
 		ops->stop(&dc, &ignore);
 		/* A computer in error is not billed (a failed start ends the
@@ -367,6 +371,7 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 			*e = de;
 		return -1;
 	}
+	core_stats_life(c, op, ops, clock_now_us() - t0, true);
 	int64_t now = clock_wall_ms();
 	sc->last_activity_ms = now;
 	pthread_mutex_lock(&c->lock);
@@ -459,6 +464,8 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
+	core_previews_down(c, sc->id);
+	core_recordings_end(c, sc->id, false); /* their files end with the screen */
 	/* Billing at the running rate ends when the stop is decided; the
 	 * workspace's stopped-computer limit is checked in the same
 	 * transaction, so concurrent stops never pass it together. */
@@ -469,12 +476,15 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 	if (core_commit(c, sc, COMPUTER_STOPPING, NULL, &how, e) < 0)
 		return -1;
 	struct err de = {0};
+	int64_t t0 = clock_now_us();
 	if (core_ops(sc)->stop(&dc, &de) < 0) {
+		core_stats_life(c, CORE_STOP, core_ops(sc), clock_now_us() - t0, false);
 		core_set_state(c, sc, COMPUTER_ERROR, de.message, NULL);
 		if (e)
 			*e = de;
 		return -1;
 	}
+	core_stats_life(c, CORE_STOP, core_ops(sc), clock_now_us() - t0, true);
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, sc->id);
 	if (r)
@@ -490,6 +500,8 @@ static int core_do_delete(struct core *c, struct store_computer *sc, struct err 
 	core_driver_computer(c, sc, &p, &dc);
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
+	core_previews_down(c, sc->id);
+	core_recordings_end(c, sc->id, true); /* kept ones stay */
 	if (core_set_state_billed(c, sc, COMPUTER_DELETING, NULL, NULL, clock_wall_ms(), e) < 0)
 		return -1;
 	struct err de = {0};
@@ -525,6 +537,8 @@ static void core_do_dead(struct core *c, struct store_computer *sc)
 		return;
 	if (c->close_streams)
 		c->close_streams(c->close_streams_ctx, sc->id);
+	core_previews_down(c, sc->id);
+	core_recordings_end(c, sc->id, false);
 	/* Billing ends now; it is written with the error state below (a crash
 	 * in between is finished by recovery, which ends it at the last tick). */
 	int64_t end = clock_wall_ms();
@@ -998,6 +1012,7 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 	 * gone): never following a symlink or crossing a mount. */
 	char dir[600];
 	struct stat st;
+	core_recordings_forget_workspace(c, ws); /* their files are on the session disk */
 	if (ident_ok(ws, 63))
 		core_session_disk_remove(c, ws);
 	if (ident_ok(ws, 63) &&
@@ -1008,42 +1023,6 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 			strerror(errno));
 	*out = json_pack("{s:s, s:b, s:o}", "id", ws, "deleted", 1, "computers", ids);
 	return 0;
-}
-
-char *core_metrics(struct core *c)
-{
-	/* In this order on /metrics (deleted computers are not counted). */
-	static const enum computer_state states[] = {
-	    COMPUTER_PROVISIONING, COMPUTER_STARTING, COMPUTER_RUNNING, COMPUTER_STOPPING,
-	    COMPUTER_STOPPED,	   COMPUTER_DELETING, COMPUTER_ERROR,	COMPUTER_OFFLINE};
-	int counts[8] = {0};
-	pthread_mutex_lock(&c->lock);
-	for (struct core_rt *r = c->rts; r; r = r->next)
-		for (int i = 0; i < 8; i++)
-			if (r->state == states[i])
-				counts[i]++;
-	uint64_t actions = c->actions_total, errors = c->action_errors_total;
-	pthread_mutex_unlock(&c->lock);
-	char *out = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
-	if (!f)
-		return NULL;
-	fprintf(f,
-		"# HELP cubicle_computers Computers by state.\n# TYPE cubicle_computers gauge\n");
-	for (int i = 0; i < 7; i++)
-		fprintf(f, "cubicle_computers{state=\"%s\"} %d\n", computer_state_name(states[i]),
-			counts[i]);
-	fprintf(f,
-		"# HELP cubicle_actions_total Actions proxied to computers.\n"
-		"# TYPE cubicle_actions_total counter\ncubicle_actions_total %llu\n",
-		(unsigned long long)actions);
-	fprintf(f,
-		"# HELP cubicle_action_errors_total Proxied actions that failed.\n"
-		"# TYPE cubicle_action_errors_total counter\ncubicle_action_errors_total %llu\n",
-		(unsigned long long)errors);
-	fclose(f);
-	return out;
 }
 
 /* ---- the ticker: usage every second, idle timeouts ------------------------------ */
@@ -1087,6 +1066,7 @@ static void core_tick(struct core *c)
 	for (int i = 0; i < ntouch; i++)
 		store_computer_touch(c->store, touch[i].id, touch[i].at, NULL);
 	core_check_alive(c);
+	core_recordings_sweep(c);
 	pool_tick(c);
 	for (int i = 0; i < nidle; i++) {
 		fprintf(stderr, "cubicled: %s idle: %s\n", idle[i].id,
@@ -1144,6 +1124,7 @@ static void core_recover_one(struct core *c, struct store_computer *sc)
 	case COMPUTER_DELETED:
 	case COMPUTER_ERROR:
 	case COMPUTER_OFFLINE: /* only machines you bring, handled above */
+	case COMPUTER_LOST:    /* its host was declared dead: nothing of it runs here */
 		return;	       /* nothing runs: nothing to adopt or clean up */
 	}
 	{
@@ -1269,6 +1250,20 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 		c->cfg.spool_max = 16ull << 30;
 	if (!c->cfg.spool_min_free)
 		c->cfg.spool_min_free = 1ull << 30;
+	if (c->cfg.record_fps <= 0)
+		c->cfg.record_fps = 10;
+	if (c->cfg.record_max_s <= 0)
+		c->cfg.record_max_s = 3600;
+	if (!c->cfg.record_max_bytes)
+		c->cfg.record_max_bytes = 1ull << 30;
+	if (c->cfg.record_per_computer <= 0)
+		c->cfg.record_per_computer = 1;
+	if (c->cfg.record_per_host <= 0)
+		c->cfg.record_per_host = 4;
+	if (c->cfg.record_keep_days <= 0)
+		c->cfg.record_keep_days = 30;
+	if (!c->cfg.record_uid)
+		c->cfg.record_uid = 65534;
 	c->store = store;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
@@ -1278,12 +1273,14 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
 	mkdir(dir, 0711);
 	drivers_probe();
-	if (core_recover(c, e) < 0 || core_templates_open(c, &cfg->templates, e) < 0 ||
+	if (core_recordings_recover(c, e) < 0 || core_stats_open(c, e) < 0 ||
+	    core_recover(c, e) < 0 || core_templates_open(c, &cfg->templates, e) < 0 ||
 	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||
-	    pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
+	    core_previews_load(c, e) < 0 || pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])
 			err_set(e, ERR_INTERNAL, "cannot start the core");
+		core_stats_close(c);
 		free(c);
 		return NULL;
 	}
@@ -1302,6 +1299,7 @@ int core_quiesce(struct core *c)
 		/* the ticker also ends when the pipe closes */
 	}
 	pthread_join(c->ticker, NULL);
+	core_recordings_close(c); /* their files finished, before anything else goes */
 	/* Builds in flight stop (they are built again at the next start). */
 	core_templates_close(c);
 	/* Let boots and idle operations finish writing their state. */
@@ -1344,5 +1342,6 @@ void core_close(struct core *c)
 	}
 	pthread_cond_destroy(&c->changed);
 	pthread_mutex_destroy(&c->lock);
+	core_stats_close(c);
 	free(c);
 }

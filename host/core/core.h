@@ -51,6 +51,15 @@ struct core_config {
 	const char *guest_setup;
 	/* --guest-sizes off: containers show the host's sizes (driver.h). */
 	bool host_sizes;
+	/* Screen recordings (recordings.c; 0 = the default). */
+	const char *recorder;	   /* the cubicle-record executable ("" = none: 503) */
+	int record_fps;		   /* frames a second at most: 10 */
+	int record_max_s;	   /* the longest recording: 3600 */
+	uint64_t record_max_bytes; /* the largest file: 1 GiB */
+	int record_per_computer;   /* recordings of one computer at once: 1 */
+	int record_per_host;	   /* recordings at once, all computers: 4 */
+	int record_keep_days;	   /* a kept recording is deleted this long after it stopped: 30 */
+	unsigned record_uid;	   /* the recorder's uid and gid: 65534 */
 };
 
 struct core;
@@ -182,6 +191,63 @@ void core_stream_revoke(struct core *c, const char *id);
 /* A viewer opened (+1) or closed (-1) a stream: viewers keep it from idling. */
 void core_viewer(struct core *c, const char *id, int delta);
 
+/* ---- previews and CDP (host/api/preview.h) ---------------------------------------- */
+
+#define CORE_PREVIEW_PORTS	 16    /* ports of one computer with a preview at once */
+#define CORE_CDP_PORT		 9222  /* the desktop browser's DevTools (envd/cdp.h) */
+#define CORE_ENVD_PORT		 7777  /* envd's own port in a microVM */
+#define CORE_PREVIEW_TOKEN_MAX_S 86400 /* --preview-ttl-max's highest value */
+
+/* Who closes a computer's relays when previews end (the api): sub is
+ * "p<port>", "cdp", or NULL for all of them. */
+void core_on_close_previews(struct core *c, void (*fn)(void *ctx, const char *id, const char *sub),
+			    void *ctx);
+
+/*
+ * A preview of `port` of the running computer id (workspace ws, NULL = the
+ * admin) until expires_ms, public (no token needed until then) or not.
+ * *issued is the issue time for its token (after every revocation so far),
+ * workspace the computer's. ERR_NOT_FOUND, ERR_CONFLICT (not running),
+ * ERR_LIMIT (CORE_PREVIEW_PORTS ports already).
+ */
+int core_preview_open(struct core *c, const char *id, const char *ws, int port, bool public_,
+		      int64_t expires_ms, int64_t *issued, char workspace[40], struct err *e);
+
+/* Refuses every token of port (0: of every port, and CDP's) issued until
+ * now, ends its public span and closes its relays; kept across a restart. */
+int core_preview_revoke(struct core *c, const char *id, const char *ws, int port, struct err *e);
+
+/* {"previews":[{"port","public","expires_at"}]}: the computer's previews
+ * whose tokens may still work. */
+int core_previews_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e);
+
+/*
+ * Whether a relay to port of computer id may open now (the event loop:
+ * memory only). With a token (issued >= 0, its workspace ws): the computer
+ * is ws's, runs, and no revocation came after issued. Without one (issued
+ * < 0, ws NULL): the port is public now. A desktop's only for CDP_PORT.
+ * Fills envd's address and token (and, public, when that ends).
+ * ERR_UNAUTHORIZED (not public),
+ * ERR_NOT_FOUND (gone), ERR_CONFLICT (not running, or no desktop),
+ * ERR_FORBIDDEN (revoked); a token holder hears the state before the
+ * revocation, a visitor without a token only what public ports say.
+ */
+int core_preview_target(struct core *c, const char *id, int port, const char *ws, int64_t issued,
+			char *address, size_t alen, char *token, size_t tlen,
+			int64_t *public_until_ms, struct err *e);
+
+/*
+ * POST .../cdp: the desktop's browser with its DevTools endpoint, started
+ * or reused through envd (waits up to a minute). *out is envd's answer
+ * {"port","browser_path","version","started"}; *issued and workspace as
+ * for core_preview_open. The path and version are kept for core_cdp_info.
+ */
+int core_cdp(struct core *c, const char *id, const char *ws, json_t **out, int64_t *issued,
+	     char workspace[40], struct err *e);
+/* The loop's copy of the last core_cdp: the browser's path, and its version
+ * as JSON text (malloc'd; the caller frees). -1 when there is none. */
+int core_cdp_info(struct core *c, const char *id, char *path, size_t plen, char **version);
+
 /* ---- machines you bring (docs/byo.md) -------------------------------------------- */
 
 /*
@@ -203,6 +269,35 @@ int core_connect_token(struct core *c, const char *ws, const json_t *params, con
 int core_byo_admit(struct core *c, const char *authorization, const char *hostname, bool display,
 		   int width, int height, char *path, size_t plen, char *preamble, size_t prelen,
 		   struct err *e);
+
+/* ---- recordings (recordings.c) ----------------------------------------------------- */
+
+/*
+ * A running desktop's screen into a WebM file, with the track of the actions
+ * run meanwhile. params: {"keep"?: bool}. *out: the recording's JSON, once
+ * its first picture is in. ERR_LIMIT past --recordings-per-computer or
+ * --max-recordings; ERR_NO_SPACE when the workspace's storage cannot take
+ * one; ERR_CONFLICT for a sandbox or a computer not running.
+ */
+int core_recording_start(struct core *c, const char *id, const char *ws, const json_t *params,
+			 json_t **out, struct err *e);
+/* Ends it (the file finished) and answers its JSON; params {"keep"?}. A
+ * stopped one answers as it is (keep may still change). */
+int core_recording_stop(struct core *c, const char *id, const char *ws, const char *rid,
+			const json_t *params, json_t **out, struct err *e);
+/* {"recordings": [...]} of computer id (also a deleted one's kept ones). */
+int core_recording_list(struct core *c, const char *id, const char *ws, json_t **out,
+			struct err *e);
+/* The WebM file, opened for reading (ERR_CONFLICT while it records). */
+int core_recording_open(struct core *c, const char *id, const char *ws, const char *rid, int *fd,
+			uint64_t *size, struct err *e);
+/* {"recording": {...}, "actions": [{"t_ms", "duration_ms", "action",
+ * "params", "status"}, ...]} */
+int core_recording_actions(struct core *c, const char *id, const char *ws, const char *rid,
+			   json_t **out, struct err *e);
+/* Stops it if it records, removes its files and its row. */
+int core_recording_delete(struct core *c, const char *id, const char *ws, const char *rid,
+			  json_t **out, struct err *e);
 
 /* Prometheus text (malloc'd). */
 char *core_metrics(struct core *c);

@@ -188,6 +188,21 @@ int envd_health(const char *address, const char *token, long timeout_ms, struct 
 	return envd_perform(&q, r, e);
 }
 
+int envd_cdp(const char *address, const char *token, long timeout_s, struct envd_reply *r,
+	     struct err *e)
+{
+	memset(r, 0, sizeof *r);
+	char url[400];
+	struct httpc_request q = HTTPC_REQUEST_INIT;
+	if (envd_request(&q, address, token, "/v1/cdp", url, sizeof url, e) < 0)
+		return -1;
+	q.method = "POST";
+	q.body = "";
+	q.body_len = 0;
+	q.timeout_ms = timeout_s * 1000;
+	return envd_perform(&q, r, e);
+}
+
 /* "/v1/files?path=<escaped>" */
 static int envd_files_path(const char *path, char *out, size_t len, struct err *e)
 {

@@ -58,6 +58,11 @@ int envd_setup(const char *address, const char *token, const char *body, size_t 
 int envd_health(const char *address, const char *token, long timeout_ms, struct envd_reply *r,
 		struct err *e);
 
+/* POST /v1/cdp: the desktop's Chromium with its DevTools endpoint, started
+ * or reused (envd/cdp.h); within timeout_s. */
+int envd_cdp(const char *address, const char *token, long timeout_s, struct envd_reply *r,
+	     struct err *e);
+
 /* GET /v1/files?path= into fd (not into memory): any size, as far as
  * reserve (see httpc_request.out_reserve; NULL = no limit) allows. An error
  * answer lands in fd too. */

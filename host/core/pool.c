@@ -85,13 +85,26 @@ void pool_tick(struct core *c)
 	}
 }
 
+static int pool_claim_one(struct core *c, const struct core_create_req *req, json_t **out,
+			  struct err *e);
+
 int pool_claim(struct core *c, const struct core_create_req *req, json_t **out, struct err *e)
+{
+	const char *ws = req->sc.workspace;
+	if (!c->pool_ws[0] || strcmp(ws, c->pool_ws) == 0 || req->sc.session_id[0] ||
+	    req->resolution_given || pool_want(c, req->sc.size) == 0)
+		return 0;
+	int rc = pool_claim_one(c, req, out, e);
+	core_stats_pool(c, req->sc.size, rc > 0);
+	return rc;
+}
+
+/* pool_claim for a create the pool could serve. */
+static int pool_claim_one(struct core *c, const struct core_create_req *req, json_t **out,
+			  struct err *e)
 {
 	unsigned running = COMPUTER_STATE_BIT(COMPUTER_RUNNING);
 	const char *ws = req->sc.workspace;
-	if (!c->pool_ws[0] || strcmp(ws, c->pool_ws) == 0 || req->sc.session_id[0] ||
-	    req->resolution_given)
-		return 0;
 	for (int attempt = 0; attempt < 4; attempt++) {
 		char ids[1][40];
 		if (core_rt_select(c, c->pool_ws, req->sc.size, running, ids, 1) == 0)

@@ -47,15 +47,6 @@ int core_rt_running(struct core *c, const char *id, const char *ws, char *addres
 	return 0;
 }
 
-static void core_count(struct core *c, bool failed)
-{
-	pthread_mutex_lock(&c->lock);
-	c->actions_total++;
-	if (failed)
-		c->action_errors_total++;
-	pthread_mutex_unlock(&c->lock);
-}
-
 /* set_screen_size changed the desktop's resolution: the computer reports it,
  * and a later start (or a restarted X server) comes back at it. */
 static void core_note_resolution(struct core *c, const char *id, const char *ws,
@@ -103,6 +94,21 @@ static long core_action_deadline(const char *action, const char *body, size_t le
 	return s + 30 > dflt ? s + 30 : dflt;
 }
 
+/* A failed action's error code for /metrics (static), or NULL: the transport's
+ * error, or the code of envd's error answer (parsed only when it is one). */
+static const char *core_action_err_code(int rc, const struct envd_reply *r, const struct err *e)
+{
+	if (rc < 0)
+		return err_code_name(e->code);
+	if (r->status < 400)
+		return NULL;
+	json_t *j = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+	const char *code = err_code_static(
+	    json_string_value(json_object_get(json_object_get(j, "error"), "code")), r->status);
+	json_decref(j);
+	return code;
+}
+
 int core_action(struct core *c, const char *id, const char *ws, const char *action,
 		const char *body, size_t len, struct envd_reply *r, struct err *e)
 {
@@ -113,9 +119,13 @@ int core_action(struct core *c, const char *id, const char *ws, const char *acti
 	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, kind,
 			    sizeof kind, e) < 0)
 		return -1;
+	int64_t t0 = clock_now_us();
 	int rc = envd_action(address, token, action, body, len,
 			     core_action_deadline(action, body, len), r, e);
-	core_count(c, rc < 0 || r->status >= 500);
+	core_stats_action(c, action, clock_now_us() - t0, core_action_err_code(rc, r, e));
+	core_recordings_note(c, id, action, body, len,
+			     rc < 0 ? err_http_status(e->code) : r->status, t0, clock_now_us(),
+			     rc < 0 ? NULL : r);
 	if (rc == 0 && r->status == 200 && strcmp(action, "set_screen_size") == 0)
 		core_note_resolution(c, id, ws, r);
 	return rc;

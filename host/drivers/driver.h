@@ -138,6 +138,8 @@ void drivers_probe(void);
 /* The driver named `name` (an isolation, in any case: "VM" is "vm"), or NULL
  * when none is registered. */
 const struct driver_ops *driver_find(const char *name);
+/* The registry's i-th driver, or NULL past the last (for /metrics). */
+const struct driver_ops *driver_at(size_t i);
 
 /* Why d cannot run here, or "" when it can (after drivers_probe). */
 const char *driver_why(const struct driver_ops *d);

@@ -60,6 +60,11 @@ const struct driver_ops *driver_find(const char *name)
 	return NULL;
 }
 
+const struct driver_ops *driver_at(size_t i)
+{
+	return i < N_DRIVERS ? registry[i].ops : NULL;
+}
+
 const char *driver_why(const struct driver_ops *d)
 {
 	for (size_t i = 0; i < N_DRIVERS; i++)

@@ -24,6 +24,7 @@
 #include "store-runs.h"
 #include "utf8.h"
 #include "clock.h"
+#include "metrics.h"
 
 enum { LANG_PYTHON, LANG_JS, LANG_N };
 
@@ -34,10 +35,6 @@ static const char *const error_names[] = {
     [RUN_MEMORY_LIMIT] = "memory_limit", [RUN_TIMEOUT] = "timeout",
     [RUN_OUTPUT_LIMIT] = "output_limit",
 };
-
-/* Latency buckets, seconds (Prometheus histogram). */
-static const double buckets[] = {0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30};
-#define NBUCKETS (sizeof buckets / sizeof buckets[0])
 
 struct supervisor {
 	pthread_mutex_t lock;
@@ -60,8 +57,10 @@ struct runner {
 	pthread_mutex_t lock; /* the slots and the counters */
 	pthread_cond_t slot;
 	int running;
-	uint64_t runs[LANG_N], errors[LANG_N][RUN_INTERNAL + 1], hist[LANG_N][NBUCKETS + 1];
-	double seconds[LANG_N];
+	/* /metrics: lock-free (wire/metrics.h), the same buckets as every
+	 * latency of cubicled's; runs are the histogram's count. */
+	_Atomic uint64_t errors[LANG_N][RUN_INTERNAL + 1];
+	struct metrics_hist hist[LANG_N];
 };
 
 struct js_pending {
@@ -458,17 +457,9 @@ static json_t *text(const char *p, size_t n)
 
 static void count(struct runner *r, int lang, uint32_t error, int64_t us)
 {
-	pthread_mutex_lock(&r->lock);
-	r->runs[lang]++;
 	if (error <= RUN_INTERNAL)
-		r->errors[lang][error]++;
-	double s = (double)us / 1e6;
-	r->seconds[lang] += s;
-	size_t b = 0;
-	while (b < NBUCKETS && s > buckets[b])
-		b++;
-	r->hist[lang][b]++;
-	pthread_mutex_unlock(&r->lock);
+		metrics_add(&r->errors[lang][error], 1);
+	metrics_observe(&r->hist[lang], us);
 }
 
 static int slot_take(struct runner *r, struct err *e)
@@ -629,45 +620,25 @@ char *runner_metrics(struct runner *r)
 	FILE *f = open_memstream(&buf, &len);
 	if (!f)
 		return NULL;
-	pthread_mutex_lock(&r->lock);
-	fprintf(f, "# HELP cubicle_runs_total Code runs (POST /v1/run, run_code).\n"
-		   "# TYPE cubicle_runs_total counter\n");
+	metrics_head(f, "cubicle_runs_total", "counter", "Code runs (POST /v1/run, run_code).");
 	for (int l = 0; l < LANG_N; l++)
 		fprintf(f, "cubicle_runs_total{language=\"%s\"} %llu\n", lang_names[l],
-			(unsigned long long)r->runs[l]);
-	fprintf(f, "# HELP cubicle_run_errors_total Code runs that ended in an error, by type "
-		   "(unavailable: no sandbox could be made).\n"
-		   "# TYPE cubicle_run_errors_total counter\n");
+			(unsigned long long)metrics_count(&r->hist[l]));
+	metrics_head(f, "cubicle_run_errors_total", "counter",
+		     "Code runs that ended in an error, by type (unavailable: no sandbox could "
+		     "be made).");
 	for (int l = 0; l < LANG_N; l++)
 		for (int t = RUN_EXCEPTION; t <= RUN_INTERNAL; t++)
 			fprintf(f, "cubicle_run_errors_total{language=\"%s\",type=\"%s\"} %llu\n",
 				lang_names[l], t == RUN_INTERNAL ? "unavailable" : error_names[t],
-				(unsigned long long)r->errors[l][t]);
-	fprintf(f, "# HELP cubicle_run_duration_seconds A run from request to answer.\n"
-		   "# TYPE cubicle_run_duration_seconds histogram\n");
+				(unsigned long long)metrics_get(&r->errors[l][t]));
+	metrics_head(f, "cubicle_run_duration_seconds", "histogram",
+		     "A run from request to answer, by language.");
 	for (int l = 0; l < LANG_N; l++) {
-		uint64_t cum = 0;
-		for (size_t b = 0; b <= NBUCKETS; b++) {
-			cum += r->hist[l][b];
-			if (b < NBUCKETS)
-				fprintf(f,
-					"cubicle_run_duration_seconds_bucket{language=\"%s\",le=\"%"
-					"g\"} "
-					"%llu\n",
-					lang_names[l], buckets[b], (unsigned long long)cum);
-			else
-				fprintf(f,
-					"cubicle_run_duration_seconds_bucket{language=\"%s\",le=\"+"
-					"Inf\"}"
-					" %llu\n",
-					lang_names[l], (unsigned long long)cum);
-		}
-		fprintf(f, "cubicle_run_duration_seconds_sum{language=\"%s\"} %.6f\n",
-			lang_names[l], r->seconds[l]);
-		fprintf(f, "cubicle_run_duration_seconds_count{language=\"%s\"} %llu\n",
-			lang_names[l], (unsigned long long)r->runs[l]);
+		char labels[64];
+		snprintf(labels, sizeof labels, "language=\"%s\"", lang_names[l]);
+		metrics_write_hist(f, "cubicle_run_duration_seconds", labels, &r->hist[l]);
 	}
-	pthread_mutex_unlock(&r->lock);
 	fclose(f);
 	return buf;
 }

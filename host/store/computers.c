@@ -17,19 +17,23 @@
 
 #define STORE_ID_ATTEMPTS 4
 
-/* The column order every statement below shares (see store_computer_row). */
+/* The column order every statement below shares (see store_computer_row):
+ * what store_computer_bind binds (?1..?21), then where the computer lives,
+ * which only placement, release, registration and the reaper write. */
 #define STORE_COMPUTER_COLUMNS                                                                     \
 	"id, workspace, kind, size, isolation, state, error, width, height, idle_timeout_s,"       \
 	" external_workspace_id, session_id, envd_token, accel, metadata, driver_state,"           \
 	" created_ms, updated_ms, last_activity_ms, deleted_ms, template"
+#define STORE_COMPUTER_PLACE_COLUMNS " host, epoch, cpu_milli, mem_mb, disk_mb"
+#define STORE_COMPUTER_READ	     STORE_COMPUTER_COLUMNS "," STORE_COMPUTER_PLACE_COLUMNS
 
-/* The states in which a computer holds host resources (counted by the
- * per-workspace running limit). */
-#define STORE_STATES_HOLDING "('provisioning', 'starting', 'running', 'stopping')"
-
-static const char SQL_INSERT[] = "INSERT INTO computers (" STORE_COMPUTER_COLUMNS ")"
-				 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-				 " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
+/* An id collision (64 random bits) inserts nothing rather than failing, so
+ * that PostgreSQL's transaction survives it and the next id is tried. */
+static const char SQL_INSERT[] =
+    "INSERT INTO computers (" STORE_COMPUTER_READ ")"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+    " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"
+    " ON CONFLICT (id) DO NOTHING";
 /* ?17 (created_ms) is bound but deliberately not written. */
 static const char SQL_UPDATE[] =
     "UPDATE computers SET workspace = ?2, kind = ?3, size = ?4, isolation = ?5, state = ?6,"
@@ -41,14 +45,15 @@ static const char SQL_SET_STATE[] =
     " deleted_ms = CASE WHEN ?2 = 'deleted' AND deleted_ms = 0 THEN ?4 ELSE deleted_ms END"
     " WHERE id = ?1";
 static const char SQL_TOUCH[] =
-    "UPDATE computers SET last_activity_ms = MAX(last_activity_ms, ?2) WHERE id = ?1";
-static const char SQL_GET[] = "SELECT " STORE_COMPUTER_COLUMNS " FROM computers"
+    "UPDATE computers SET last_activity_ms = GREATEST(last_activity_ms, ?2) WHERE id = ?1";
+static const char SQL_GET[] = "SELECT " STORE_COMPUTER_READ " FROM computers"
 			      " WHERE id = ?1 AND (?2 IS NULL OR workspace = ?2)";
-static const char SQL_LIST[] = "SELECT " STORE_COMPUTER_COLUMNS " FROM computers"
+static const char SQL_LIST[] = "SELECT " STORE_COMPUTER_READ " FROM computers"
 			       " WHERE (?1 IS NULL OR workspace = ?1)"
 			       " AND (?2 IS NULL OR state = ?2)"
-			       " AND (?2 IS NOT NULL OR ?3 OR state <> 'deleted')"
+			       " AND (?2 IS NOT NULL OR ?3 <> 0 OR state <> 'deleted')"
 			       " AND (?4 IS NULL OR kind = ?4)"
+			       " AND (?5 IS NULL OR host = ?5)"
 			       " ORDER BY created_ms, rowid";
 static const char SQL_COUNT_RUNNING[] = "SELECT COUNT(*) FROM computers"
 					" WHERE (?1 IS NULL OR workspace = ?1)"
@@ -60,17 +65,30 @@ static const char SQL_COUNT_STOPPED_OTHERS[] = "SELECT COUNT(*) FROM computers"
 					       " WHERE workspace = ?1 AND id <> ?2"
 					       " AND state IN ('stopping', 'stopped')";
 static const char SQL_WORKSPACE_EXISTS[] = "SELECT 1 FROM workspaces WHERE id = ?1";
-/* A computer made from a template: the template must still be there (a
- * template's delete checks for its computers in its own transaction). */
+/* A computer made from a template: the template must still be there. On
+ * PostgreSQL its row is held until the commit (FOR UPDATE, appended), so a
+ * template's delete, which takes the same row before it counts the
+ * template's computers, runs wholly before or wholly after this create. */
 static const char SQL_TEMPLATE_EXISTS[] = "SELECT 1 FROM templates WHERE id = ?1";
+static const char SQL_TEMPLATE_LOCK[] = "SELECT 1 FROM templates WHERE id = ?1 FOR UPDATE";
+/* PostgreSQL only: the workspace's row, held until the commit, so that two
+ * hosts' creates in one workspace count one after the other (SQLite's
+ * BEGIN IMMEDIATE already serialises every write). */
+static const char SQL_WORKSPACE_LOCK[] = "SELECT 1 FROM workspaces WHERE id = ?1 FOR UPDATE";
 
 /* Indexed by enum computer_state. */
 static const char *const store_states[COMPUTER_STATES + 1] = {
-    [COMPUTER_PROVISIONING] = "provisioning", [COMPUTER_RUNNING] = "running",
-    [COMPUTER_STOPPING] = "stopping",	      [COMPUTER_STOPPED] = "stopped",
-    [COMPUTER_STARTING] = "starting",	      [COMPUTER_DELETING] = "deleting",
-    [COMPUTER_DELETED] = "deleted",	      [COMPUTER_ERROR] = "error",
-    [COMPUTER_OFFLINE] = "offline",	      [COMPUTER_STATES] = NULL,
+    [COMPUTER_PROVISIONING] = "provisioning",
+    [COMPUTER_RUNNING] = "running",
+    [COMPUTER_STOPPING] = "stopping",
+    [COMPUTER_STOPPED] = "stopped",
+    [COMPUTER_STARTING] = "starting",
+    [COMPUTER_DELETING] = "deleting",
+    [COMPUTER_DELETED] = "deleted",
+    [COMPUTER_ERROR] = "error",
+    [COMPUTER_OFFLINE] = "offline",
+    [COMPUTER_LOST] = "lost",
+    [COMPUTER_STATES] = NULL,
 };
 
 const char *computer_state_name(enum computer_state s)
@@ -112,7 +130,7 @@ static int store_state_check(const char *state, struct err *e)
 	if (!state || !store_one_of(state, store_states))
 		return err_param(e, "state",
 				 "state: '%.32s' is not one of provisioning, running, stopping, "
-				 "stopped, starting, deleting, deleted, error, offline",
+				 "stopped, starting, deleting, deleted, error, offline, lost",
 				 state ? state : "(null)");
 	return 0;
 }
@@ -175,8 +193,8 @@ static char *store_json_text(const json_t *obj)
 }
 
 /* Binds every column of c in STORE_COMPUTER_COLUMNS order; the JSON texts
- * are handed to SQLite (it frees them). */
-static int store_computer_bind(sqlite3_stmt *st, const struct store_computer *c, struct err *e)
+ * are handed to the statement (it frees them). */
+static int store_computer_bind(struct store_stmt *st, const struct store_computer *c, struct err *e)
 {
 	char *meta = store_json_text(c->metadata);
 	char *drv = store_json_text(c->driver_state);
@@ -185,35 +203,35 @@ static int store_computer_bind(sqlite3_stmt *st, const struct store_computer *c,
 		free(drv);
 		return err_set(e, ERR_INTERNAL, "out of memory encoding computer %s", c->id);
 	}
-	sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, c->workspace, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, c->kind, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, c->size, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, c->isolation, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, computer_state_name(c->state), -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 7, c->error, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 8, c->width);
-	sqlite3_bind_int(st, 9, c->height);
-	sqlite3_bind_int(st, 10, c->idle_timeout_s);
-	sqlite3_bind_text(st, 11, c->external_workspace_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 12, c->session_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 13, c->envd_token, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 14, c->accel, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 15, meta, -1, free);
-	sqlite3_bind_text(st, 16, drv, -1, free);
-	sqlite3_bind_int64(st, 17, c->created_ms);
-	sqlite3_bind_int64(st, 18, c->updated_ms);
-	sqlite3_bind_int64(st, 19, c->last_activity_ms);
-	sqlite3_bind_int64(st, 20, c->deleted_ms);
-	sqlite3_bind_text(st, 21, c->template_id, -1, SQLITE_STATIC);
+	store_bind_text(st, 1, c->id);
+	store_bind_text(st, 2, c->workspace);
+	store_bind_text(st, 3, c->kind);
+	store_bind_text(st, 4, c->size);
+	store_bind_text(st, 5, c->isolation);
+	store_bind_text(st, 6, computer_state_name(c->state));
+	store_bind_text(st, 7, c->error);
+	store_bind_int64(st, 8, c->width);
+	store_bind_int64(st, 9, c->height);
+	store_bind_int64(st, 10, c->idle_timeout_s);
+	store_bind_text(st, 11, c->external_workspace_id);
+	store_bind_text(st, 12, c->session_id);
+	store_bind_text(st, 13, c->envd_token);
+	store_bind_text(st, 14, c->accel);
+	store_bind_text_owned(st, 15, meta);
+	store_bind_text_owned(st, 16, drv);
+	store_bind_int64(st, 17, c->created_ms);
+	store_bind_int64(st, 18, c->updated_ms);
+	store_bind_int64(st, 19, c->last_activity_ms);
+	store_bind_int64(st, 20, c->deleted_ms);
+	store_bind_text(st, 21, c->template_id);
 	return 0;
 }
 
 /* A JSON object column; NULL with e filled when the text is not an object. */
-static json_t *store_json_column(sqlite3_stmt *st, int i, const char *id, const char *what,
+static json_t *store_json_column(struct store_stmt *st, int i, const char *id, const char *what,
 				 struct err *e)
 {
-	const char *text = (const char *)sqlite3_column_text(st, i);
+	const char *text = store_col_str(st, i);
 	json_t *obj = json_loads(text ? text : "{}", 0, NULL);
 	if (!json_is_object(obj)) {
 		json_decref(obj);
@@ -225,7 +243,7 @@ static json_t *store_json_column(sqlite3_stmt *st, int i, const char *id, const 
 }
 
 /* Reads one row into out (which it overwrites; JSON members fresh). */
-static int store_computer_row(sqlite3_stmt *st, struct store_computer *out, struct err *e)
+static int store_computer_row(struct store_stmt *st, struct store_computer *out, struct err *e)
 {
 	struct store_computer c;
 	memset(&c, 0, sizeof c);
@@ -241,9 +259,9 @@ static int store_computer_row(sqlite3_stmt *st, struct store_computer *out, stru
 			       "computer %s has a corrupt state in the database: %.16s", c.id,
 			       state);
 	store_col_text(st, 6, c.error, sizeof c.error);
-	c.width = sqlite3_column_int(st, 7);
-	c.height = sqlite3_column_int(st, 8);
-	c.idle_timeout_s = sqlite3_column_int(st, 9);
+	c.width = store_col_int64(st, 7);
+	c.height = store_col_int64(st, 8);
+	c.idle_timeout_s = store_col_int64(st, 9);
 	store_col_text(st, 10, c.external_workspace_id, sizeof c.external_workspace_id);
 	store_col_text(st, 11, c.session_id, sizeof c.session_id);
 	store_col_text(st, 12, c.envd_token, sizeof c.envd_token);
@@ -254,11 +272,16 @@ static int store_computer_row(sqlite3_stmt *st, struct store_computer *out, stru
 		store_computer_clear(&c);
 		return -1;
 	}
-	c.created_ms = sqlite3_column_int64(st, 16);
-	c.updated_ms = sqlite3_column_int64(st, 17);
-	c.last_activity_ms = sqlite3_column_int64(st, 18);
-	c.deleted_ms = sqlite3_column_int64(st, 19);
+	c.created_ms = store_col_int64(st, 16);
+	c.updated_ms = store_col_int64(st, 17);
+	c.last_activity_ms = store_col_int64(st, 18);
+	c.deleted_ms = store_col_int64(st, 19);
 	store_col_text(st, 20, c.template_id, sizeof c.template_id);
+	store_col_text(st, 21, c.host, sizeof c.host);
+	c.epoch = store_col_int64(st, 22);
+	c.reserved.cpu_milli = store_col_int64(st, 23);
+	c.reserved.mem_mb = store_col_int64(st, 24);
+	c.reserved.disk_mb = store_col_int64(st, 25);
 	*out = c;
 	return 0;
 }
@@ -287,7 +310,7 @@ void store_computer_clear(struct store_computer *c)
 static int store_computer_write_error(struct store *s, int step, const struct store_computer *c,
 				      const char *doing, struct err *e)
 {
-	if (step == SQLITE_CONSTRAINT_FOREIGNKEY)
+	if (step == STORE_ERR_FOREIGN)
 		return err_param(e, "workspace", "workspace: no workspace %s", c->workspace);
 	return store_db_error(s, doing, e);
 }
@@ -297,15 +320,15 @@ static int store_computer_write_error(struct store *s, int step, const struct st
 static int store_count_others_locked(struct store *s, const char *sql, const char *ws,
 				     const char *except, const char *doing, struct err *e)
 {
-	sqlite3_stmt *st = store_stmt(s, sql, e);
+	struct store_stmt *st = store_stmt(s, sql, e);
 	if (!st)
 		return -1;
-	sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, except, -1, SQLITE_STATIC);
-	int step = sqlite3_step(st);
-	int n = step == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+	store_bind_text(st, 1, ws);
+	store_bind_text(st, 2, except);
+	int step = store_step(st);
+	int n = step == STORE_ROW ? store_col_int64(st, 0) : 0;
 	store_stmt_done(st);
-	if (step != SQLITE_ROW)
+	if (step != STORE_ROW)
 		return store_db_error(s, doing, e);
 	return n;
 }
@@ -343,66 +366,155 @@ static int store_computer_stopped_limit_locked(struct store *s, const char *ws, 
 	return 0;
 }
 
-/* Inserts w with a fresh id (written into w) (lock held). */
+/* Inserts w with a fresh id (written into w) and its placement columns
+ * (lock held). */
 static int store_computer_insert_locked(struct store *s, struct store_computer *w, struct err *e)
 {
-	int rc = -1, step = 0;
-	sqlite3_stmt *st = store_stmt(s, SQL_WORKSPACE_EXISTS, e);
-	if (st) {
-		sqlite3_bind_text(st, 1, w->workspace, -1, SQLITE_STATIC);
-		step = sqlite3_step(st);
+	struct store_stmt *st = store_stmt(s, SQL_WORKSPACE_EXISTS, e);
+	if (!st)
+		return -1;
+	store_bind_text(st, 1, w->workspace);
+	int step = store_step(st);
+	store_stmt_done(st);
+	if (step == STORE_DONE)
+		return err_param(e, "workspace", "workspace: no workspace %s", w->workspace);
+	if (step != STORE_ROW)
+		return store_db_error(s, "reading a workspace", e);
+	if (w->template_id[0]) {
+		if (!(st = store_stmt(s, s->pg ? SQL_TEMPLATE_LOCK : SQL_TEMPLATE_EXISTS, e)))
+			return -1;
+		store_bind_text(st, 1, w->template_id);
+		bool found = false;
+		while ((step = store_step(st)) == STORE_ROW)
+			found = true;
 		store_stmt_done(st);
-		if (step == SQLITE_DONE)
-			err_param(e, "workspace", "workspace: no workspace %s", w->workspace);
-		else if (step != SQLITE_ROW)
-			store_db_error(s, "reading a workspace", e);
+		if (step != STORE_DONE)
+			return store_db_error(s, "reading a template", e);
+		if (!found)
+			return err_param(e, "template", "template: it was deleted meanwhile");
 	}
-	if (step == SQLITE_ROW && w->template_id[0] &&
-	    (st = store_stmt(s, SQL_TEMPLATE_EXISTS, e))) {
-		sqlite3_bind_text(st, 1, w->template_id, -1, SQLITE_STATIC);
-		step = sqlite3_step(st);
+	for (int attempt = 0; attempt < STORE_ID_ATTEMPTS; attempt++) {
+		if (store_random_id("c-", w->id, sizeof w->id, e) ||
+		    !(st = store_stmt(s, SQL_INSERT, e)))
+			return -1;
+		if (store_computer_bind(st, w, e)) {
+			store_stmt_done(st);
+			return -1;
+		}
+		store_bind_text(st, 22, w->host);
+		store_bind_int64(st, 23, w->epoch);
+		store_bind_int64(st, 24, w->reserved.cpu_milli);
+		store_bind_int64(st, 25, w->reserved.mem_mb);
+		store_bind_int64(st, 26, w->reserved.disk_mb);
+		step = store_step(st);
+		int64_t inserted = store_changes(st);
 		store_stmt_done(st);
-		if (step == SQLITE_DONE)
-			err_param(e, "template", "template: it was deleted meanwhile");
-		else if (step != SQLITE_ROW)
-			store_db_error(s, "reading a template", e);
+		if (step != STORE_DONE)
+			return store_computer_write_error(s, step, w, "creating a computer", e);
+		if (inserted == 1)
+			return 0;
 	}
-	for (int attempt = 0; step == SQLITE_ROW ||
-			      (step == SQLITE_CONSTRAINT_PRIMARYKEY && attempt < STORE_ID_ATTEMPTS);
-	     attempt++) {
-		if (store_random_id("c-", w->id, sizeof w->id, e))
-			break;
-		if (!(st = store_stmt(s, SQL_INSERT, e)) || store_computer_bind(st, w, e))
-			break;
-		step = sqlite3_step(st);
-		store_stmt_done(st);
-		if (step == SQLITE_DONE)
-			rc = 0;
-		else if (step != SQLITE_CONSTRAINT_PRIMARYKEY)
-			store_computer_write_error(s, step, w, "creating a computer", e);
-		else if (attempt + 1 == STORE_ID_ATTEMPTS)
-			err_set(e, ERR_INTERNAL, "could not find a free computer id");
-	}
-	return rc;
+	return err_set(e, ERR_INTERNAL, "could not find a free computer id");
 }
 
-/* Writes every column of w (lock held). */
+/* Writes every column of w but its placement (lock held). */
 static int store_computer_update_locked(struct store *s, const struct store_computer *w,
 					struct err *e)
 {
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_UPDATE, e);
+	struct store_stmt *st = store_stmt(s, SQL_UPDATE, e);
 	if (st && store_computer_bind(st, w, e) == 0) {
-		int step = sqlite3_step(st);
-		if (step != SQLITE_DONE)
+		int step = store_step(st);
+		if (step != STORE_DONE)
 			store_computer_write_error(s, step, w, "updating a computer", e);
-		else if (sqlite3_changes(s->db) == 0)
+		else if (store_changes(st) == 0)
 			err_set(e, ERR_NOT_FOUND, "no computer %s", w->id);
 		else
 			rc = 0;
 	}
 	store_stmt_done(st);
 	return rc;
+}
+
+static const char SQL_PLACEMENT[] =
+    "SELECT" STORE_COMPUTER_PLACE_COLUMNS " FROM computers WHERE id = ?1";
+
+/* Reads back where w lives now (lock held). */
+static int store_computer_placement_locked(struct store *s, struct store_computer *w, struct err *e)
+{
+	struct store_stmt *st = store_stmt(s, SQL_PLACEMENT, e);
+	if (!st)
+		return -1;
+	store_bind_text(st, 1, w->id);
+	int step = store_step(st);
+	if (step == STORE_ROW) {
+		store_col_text(st, 0, w->host, sizeof w->host);
+		w->epoch = store_col_int64(st, 1);
+		w->reserved.cpu_milli = store_col_int64(st, 2);
+		w->reserved.mem_mb = store_col_int64(st, 3);
+		w->reserved.disk_mb = store_col_int64(st, 4);
+	}
+	store_stmt_done(st);
+	return step == STORE_ROW ? 0 : store_db_error(s, "reading where a computer lives", e);
+}
+
+/* store_computer_commit's work inside its transaction (lock held). */
+static int store_computer_commit_locked(struct store *s, struct store_computer *w,
+					const struct store_commit *how, struct err *e)
+{
+	if (store_fence_locked(s, e))
+		return -1;
+	const char *except = how->insert ? "" : w->id;
+	if ((how->limit > 0 || how->stopped_limit > 0) && s->pg) {
+		struct store_stmt *st = store_stmt(s, SQL_WORKSPACE_LOCK, e);
+		if (!st)
+			return -1;
+		store_bind_text(st, 1, w->workspace);
+		int step = store_step(st);
+		while (step == STORE_ROW)
+			step = store_step(st);
+		store_stmt_done(st);
+		if (step != STORE_DONE)
+			return store_db_error(s, "locking a workspace for its limits", e);
+	}
+	if (how->limit > 0 && store_computer_limit_locked(s, w->workspace, except, how->limit, e))
+		return -1;
+	if (how->stopped_limit > 0 &&
+	    store_computer_stopped_limit_locked(s, w->workspace, except, how->stopped_limit, e))
+		return -1;
+	if (how->insert) {
+		/* Reserve first (the row does not exist yet), then insert it
+		 * where it was placed. */
+		memset(w->host, 0, sizeof w->host);
+		w->epoch = 0;
+		memset(&w->reserved, 0, sizeof w->reserved);
+		if (how->place) {
+			struct store_placed at;
+			if (store_place_locked(s, NULL, how->place, &at, e))
+				return -1;
+			snprintf(w->host, sizeof w->host, "%s", at.host);
+			w->epoch = at.epoch;
+			w->reserved = how->place->need;
+		}
+		if (store_computer_insert_locked(s, w, e))
+			return -1;
+	} else {
+		/* The host's row before the computer's: the order the reaper
+		 * takes them in, so the two never wait for each other. */
+		if (how->place && store_place_locked(s, w->id, how->place, NULL, e))
+			return -1;
+		if (store_computer_update_locked(s, w, e))
+			return -1;
+	}
+	/* An insert knows where it is; an update reads it back after the
+	 * release its state may have made. */
+	if (!how->insert && s->hosts_known &&
+	    (store_release_locked(s, w->id, e) || store_computer_placement_locked(s, w, e)))
+		return -1;
+	if (how->bill && store_usage_switch_locked(s, w->id, w->workspace, w->size, how->rate_state,
+						   how->at_ms, e))
+		return -1;
+	return 0;
 }
 
 int store_computer_commit(struct store *s, struct store_computer *c, const struct store_commit *how,
@@ -430,18 +542,8 @@ int store_computer_commit(struct store *s, struct store_computer *c, const struc
 
 	int rc = -1;
 	store_lock(s);
-	if (store_exec(s, "BEGIN IMMEDIATE", e) == 0) {
-		if ((how->limit > 0 &&
-		     store_computer_limit_locked(s, w.workspace, how->insert ? "" : w.id,
-						 how->limit, e)) ||
-		    (how->stopped_limit > 0 &&
-		     store_computer_stopped_limit_locked(s, w.workspace, how->insert ? "" : w.id,
-							 how->stopped_limit, e)) ||
-		    (how->insert ? store_computer_insert_locked(s, &w, e)
-				 : store_computer_update_locked(s, &w, e)) ||
-		    (how->bill && store_usage_switch_locked(s, w.id, w.workspace, w.size,
-							    how->rate_state, how->at_ms, e)) ||
-		    store_exec(s, "COMMIT", e))
+	if (store_begin(s, e) == 0) {
+		if (store_computer_commit_locked(s, &w, how, e) || store_commit_tx(s, e))
 			store_rollback(s);
 		else
 			rc = 0;
@@ -493,15 +595,23 @@ int store_computer_set_state(struct store *s, const char *id, const char *state,
 	snprintf(missing, sizeof missing, "no computer %.64s", id);
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_SET_STATE, e);
-	if (st) {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, msg, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 4, clock_wall_ms());
-		rc = store_step_change(s, st, "changing a computer's state", missing, e);
+	/* One host that never placed: the one statement it always was. */
+	bool tx = s->hosts_known || s->host[0];
+	if (!tx || store_begin(s, e) == 0) {
+		struct store_stmt *st = NULL;
+		if (store_fence_locked(s, e) == 0 && (st = store_stmt(s, SQL_SET_STATE, e))) {
+			store_bind_text(st, 1, id);
+			store_bind_text(st, 2, state);
+			store_bind_text(st, 3, msg);
+			store_bind_int64(st, 4, clock_wall_ms());
+			rc = store_step_change(s, st, "changing a computer's state", missing, e);
+			store_stmt_done(st);
+		}
+		if (tx && rc == 0 && (store_release_locked(s, id, e) || store_commit_tx(s, e)))
+			rc = -1;
+		if (tx && rc < 0)
+			store_rollback(s);
 	}
-	store_stmt_done(st);
 	store_unlock(s);
 	return rc;
 }
@@ -514,13 +624,15 @@ int store_computer_touch(struct store *s, const char *id, int64_t now_ms, struct
 	snprintf(missing, sizeof missing, "no computer %.64s", id);
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_TOUCH, e);
+	bool relaxed = store_relaxed_begin(s);
+	struct store_stmt *st = store_stmt(s, SQL_TOUCH, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, now_ms);
+		store_bind_text(st, 1, id);
+		store_bind_int64(st, 2, now_ms);
 		rc = store_step_change(s, st, "recording computer activity", missing, e);
 	}
 	store_stmt_done(st);
+	store_relaxed_end(s, relaxed, rc == 0);
 	store_unlock(s);
 	return rc;
 }
@@ -532,15 +644,14 @@ int store_computer_get(struct store *s, const char *id, const char *workspace,
 		return err_param(e, "id", "id: the computer id is empty");
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_GET, e);
+	struct store_stmt *st = store_stmt(s, SQL_GET, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		if (workspace)
-			sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
-		int step = sqlite3_step(st);
-		if (step == SQLITE_ROW)
+		store_bind_text(st, 1, id);
+		store_bind_text(st, 2, workspace);
+		int step = store_step(st);
+		if (step == STORE_ROW)
 			rc = store_computer_row(st, out, e);
-		else if (step == SQLITE_DONE)
+		else if (step == STORE_DONE)
 			err_set(e, ERR_NOT_FOUND, "no computer %.64s", id);
 		else
 			store_db_error(s, "reading a computer", e);
@@ -562,18 +673,16 @@ int store_computer_list(struct store *s, const struct store_filter *f, struct st
 	size_t count = 0, cap = 0;
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_LIST, e);
+	struct store_stmt *st = store_stmt(s, SQL_LIST, e);
 	if (st) {
-		if (f->workspace)
-			sqlite3_bind_text(st, 1, f->workspace, -1, SQLITE_STATIC);
-		if (f->state)
-			sqlite3_bind_text(st, 2, f->state, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 3, f->include_deleted);
-		if (f->kind)
-			sqlite3_bind_text(st, 4, f->kind, -1, SQLITE_STATIC);
-		int step = SQLITE_DONE;
+		store_bind_text(st, 1, f->workspace);
+		store_bind_text(st, 2, f->state);
+		store_bind_int64(st, 3, f->include_deleted);
+		store_bind_text(st, 4, f->kind);
+		store_bind_text(st, 5, f->host);
+		int step = STORE_DONE;
 		rc = 0;
-		while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+		while (rc == 0 && (step = store_step(st)) == STORE_ROW) {
 			if (count == cap) {
 				size_t ncap = cap ? 2 * cap : 16;
 				struct store_computer *grown = realloc(list, ncap * sizeof *list);
@@ -590,7 +699,7 @@ int store_computer_list(struct store *s, const struct store_filter *f, struct st
 			else
 				count++;
 		}
-		if (rc == 0 && step != SQLITE_DONE)
+		if (rc == 0 && step != STORE_DONE)
 			rc = store_db_error(s, "listing computers", e);
 	}
 	store_stmt_done(st);
@@ -610,12 +719,11 @@ int store_computer_count_running(struct store *s, const char *workspace, int *n,
 {
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_COUNT_RUNNING, e);
+	struct store_stmt *st = store_stmt(s, SQL_COUNT_RUNNING, e);
 	if (st) {
-		if (workspace)
-			sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			*n = sqlite3_column_int(st, 0);
+		store_bind_text(st, 1, workspace);
+		if (store_step(st) == STORE_ROW) {
+			*n = store_col_int64(st, 0);
 			rc = 0;
 		} else {
 			store_db_error(s, "counting running computers", e);
@@ -623,92 +731,5 @@ int store_computer_count_running(struct store *s, const char *workspace, int *n,
 	}
 	store_stmt_done(st);
 	store_unlock(s);
-	return rc;
-}
-
-/* ---- stream revocations ------------------------------------------------------ */
-
-static const char SQL_STREAM_REVOKE[] =
-    "INSERT INTO stream_revocations (computer, revoked_ms, expires_ms) VALUES (?1, ?2, ?3)"
-    " ON CONFLICT(computer) DO UPDATE SET revoked_ms = MAX(revoked_ms, excluded.revoked_ms),"
-    " expires_ms = MAX(expires_ms, excluded.expires_ms)";
-static const char SQL_STREAM_PRUNE[] = "DELETE FROM stream_revocations WHERE expires_ms < ?1";
-static const char SQL_STREAM_LIST[] = "SELECT computer, revoked_ms FROM stream_revocations";
-
-int store_stream_revoke(struct store *s, const char *computer, int64_t revoked_ms,
-			int64_t expires_ms, struct err *e)
-{
-	if (!computer || !*computer)
-		return err_param(e, "computer", "computer: the computer id is empty");
-	store_lock(s);
-	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_STREAM_PRUNE, e);
-	if (st) {
-		sqlite3_bind_int64(st, 1, revoked_ms);
-		sqlite3_step(st); /* pruning is housekeeping: its failure is not this call's */
-		store_stmt_done(st);
-	}
-	if ((st = store_stmt(s, SQL_STREAM_REVOKE, e))) {
-		sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, revoked_ms);
-		sqlite3_bind_int64(st, 3, expires_ms);
-		if (sqlite3_step(st) == SQLITE_DONE)
-			rc = 0;
-		else
-			store_db_error(s, "recording a stream revocation", e);
-	}
-	store_stmt_done(st);
-	store_unlock(s);
-	return rc;
-}
-
-int store_stream_revocations(struct store *s, int64_t now_ms,
-			     void (*fn)(void *ctx, const char *computer, int64_t revoked_ms),
-			     void *ctx, struct err *e)
-{
-	/* Copied out first: fn may take other locks. */
-	struct rev {
-		char computer[40];
-		int64_t revoked_ms;
-	} *list = NULL;
-	size_t n = 0, cap = 0;
-	int rc = -1;
-	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_STREAM_PRUNE, e);
-	if (st) {
-		sqlite3_bind_int64(st, 1, now_ms);
-		if (sqlite3_step(st) == SQLITE_DONE)
-			rc = 0;
-		else
-			store_db_error(s, "pruning stream revocations", e);
-		store_stmt_done(st);
-	}
-	if (rc == 0 && (st = store_stmt(s, SQL_STREAM_LIST, e))) {
-		int step = SQLITE_DONE;
-		while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
-			if (n == cap) {
-				size_t ncap = cap ? 2 * cap : 16;
-				struct rev *grown = realloc(list, ncap * sizeof *list);
-				if (!grown) {
-					rc = err_set(e, ERR_INTERNAL, "out of memory");
-					break;
-				}
-				list = grown;
-				cap = ncap;
-			}
-			store_col_text(st, 0, list[n].computer, sizeof list[n].computer);
-			list[n].revoked_ms = sqlite3_column_int64(st, 1);
-			n++;
-		}
-		if (rc == 0 && step != SQLITE_DONE)
-			rc = store_db_error(s, "reading stream revocations", e);
-		store_stmt_done(st);
-	} else if (rc == 0) {
-		rc = -1;
-	}
-	store_unlock(s);
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		fn(ctx, list[i].computer, list[i].revoked_ms);
-	free(list);
 	return rc;
 }

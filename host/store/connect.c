@@ -24,17 +24,17 @@ int store_connect_token_insert(struct store *s, const struct store_connect_token
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_CT_INSERT, e);
+	struct store_stmt *st = store_stmt(s, SQL_CT_INSERT, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, t->workspace, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, t->kind, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, t->name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 5, meta, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 6, t->digest, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 7, t->created_ms);
-		sqlite3_bind_int64(st, 8, t->expires_ms);
-		rc = sqlite3_step(st) == SQLITE_DONE
+		store_bind_text(st, 1, t->id);
+		store_bind_text(st, 2, t->workspace);
+		store_bind_text(st, 3, t->kind);
+		store_bind_text(st, 4, t->name);
+		store_bind_text(st, 5, meta);
+		store_bind_text(st, 6, t->digest);
+		store_bind_int64(st, 7, t->created_ms);
+		store_bind_int64(st, 8, t->expires_ms);
+		rc = store_step(st) == STORE_DONE
 			 ? 0
 			 : store_db_error(s, "recording a connect token", e);
 	}
@@ -50,14 +50,14 @@ int store_connect_token_redeem(struct store *s, const char *id, const char *dige
 	memset(t, 0, sizeof *t);
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_CT_REDEEM, e);
+	struct store_stmt *st = store_stmt(s, SQL_CT_REDEEM, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, digest, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, now_ms);
-		if (sqlite3_step(st) != SQLITE_DONE)
+		store_bind_text(st, 1, id);
+		store_bind_text(st, 2, digest);
+		store_bind_int64(st, 3, now_ms);
+		if (store_step(st) != STORE_DONE)
 			store_db_error(s, "redeeming a connect token", e);
-		else if (sqlite3_changes(s->db) != 1)
+		else if (store_changes(st) != 1)
 			err_set(e, ERR_UNAUTHORIZED,
 				"the connect token is not valid: unknown, used, or expired");
 		else
@@ -68,22 +68,22 @@ int store_connect_token_redeem(struct store *s, const char *id, const char *dige
 		rc = -1;
 		st = store_stmt(s, SQL_CT_GET, e);
 		if (st) {
-			sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-			if (sqlite3_step(st) == SQLITE_ROW) {
+			store_bind_text(st, 1, id);
+			if (store_step(st) == STORE_ROW) {
 				store_col_text(st, 0, t->id, sizeof t->id);
 				store_col_text(st, 1, t->workspace, sizeof t->workspace);
 				store_col_text(st, 2, t->kind, sizeof t->kind);
 				store_col_text(st, 3, t->name, sizeof t->name);
-				const char *m = (const char *)sqlite3_column_text(st, 4);
+				const char *m = store_col_str(st, 4);
 				t->metadata = m ? json_loads(m, 0, NULL) : NULL;
 				if (!json_is_object(t->metadata)) {
 					json_decref(t->metadata);
 					t->metadata = json_object();
 				}
 				store_col_text(st, 5, t->digest, sizeof t->digest);
-				t->created_ms = sqlite3_column_int64(st, 6);
-				t->expires_ms = sqlite3_column_int64(st, 7);
-				t->used_ms = sqlite3_column_int64(st, 8);
+				t->created_ms = store_col_int64(st, 6);
+				t->expires_ms = store_col_int64(st, 7);
+				t->used_ms = store_col_int64(st, 8);
 				store_col_text(st, 9, t->computer, sizeof t->computer);
 				rc = 0;
 			} else {
@@ -101,10 +101,10 @@ int store_connect_token_set_computer(struct store *s, const char *id, const char
 {
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_CT_SET_COMPUTER, e);
+	struct store_stmt *st = store_stmt(s, SQL_CT_SET_COMPUTER, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+		store_bind_text(st, 1, computer);
+		store_bind_text(st, 2, id);
 		rc = store_step_change(s, st, "recording a connect token's machine",
 				       "no such connect token", e);
 	}
@@ -117,12 +117,11 @@ int store_connect_tokens_prune(struct store *s, int64_t before_ms, struct err *e
 {
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_CT_PRUNE, e);
+	struct store_stmt *st = store_stmt(s, SQL_CT_PRUNE, e);
 	if (st) {
-		sqlite3_bind_int64(st, 1, before_ms);
-		rc = sqlite3_step(st) == SQLITE_DONE
-			 ? 0
-			 : store_db_error(s, "pruning connect tokens", e);
+		store_bind_int64(st, 1, before_ms);
+		rc = store_step(st) == STORE_DONE ? 0
+						  : store_db_error(s, "pruning connect tokens", e);
 	}
 	store_stmt_done(st);
 	store_unlock(s);

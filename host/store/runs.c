@@ -6,8 +6,8 @@
 
 static const char SQL_ADD[] =
     "INSERT INTO code_runs (workspace, language, hour_ms, runs, errors) VALUES (?1, ?2, ?3, 1, ?4)"
-    " ON CONFLICT (workspace, language, hour_ms) DO UPDATE SET runs = runs + 1,"
-    " errors = errors + ?4";
+    " ON CONFLICT (workspace, language, hour_ms) DO UPDATE SET runs = code_runs.runs + 1,"
+    " errors = code_runs.errors + ?4";
 static const char SQL_QUERY[] = "SELECT language, SUM(runs), SUM(errors) FROM code_runs"
 				" WHERE (?1 IS NULL OR workspace = ?1) AND hour_ms >= ?2 AND"
 				" hour_ms < ?3 GROUP BY language ORDER BY language";
@@ -19,13 +19,13 @@ int store_runs_add(struct store *s, const char *workspace, const char *language,
 {
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_ADD, e);
+	struct store_stmt *st = store_stmt(s, SQL_ADD, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, language, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, at_ms - at_ms % HOUR_MS);
-		sqlite3_bind_int(st, 4, error ? 1 : 0);
-		if (sqlite3_step(st) == SQLITE_DONE)
+		store_bind_text(st, 1, workspace);
+		store_bind_text(st, 2, language);
+		store_bind_int64(st, 3, at_ms - at_ms % HOUR_MS);
+		store_bind_int64(st, 4, error ? 1 : 0);
+		if (store_step(st) == STORE_DONE)
 			rc = 0;
 		else
 			store_db_error(s, "counting a code run", e);
@@ -42,22 +42,20 @@ int store_runs_query(struct store *s, const char *workspace, int64_t from_ms, in
 	json_int_t total = 0, errors = 0;
 	json_t *by = json_object();
 	store_lock(s);
-	sqlite3_stmt *st = by ? store_stmt(s, SQL_QUERY, e) : NULL;
+	struct store_stmt *st = by ? store_stmt(s, SQL_QUERY, e) : NULL;
 	if (st) {
-		if (workspace)
-			sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+		store_bind_text(st, 1, workspace);
 		/* Hours that start in the window: an hour counts once it began. */
-		sqlite3_bind_int64(st, 2, from_ms - from_ms % HOUR_MS);
-		sqlite3_bind_int64(st, 3, to_ms);
+		store_bind_int64(st, 2, from_ms - from_ms % HOUR_MS);
+		store_bind_int64(st, 3, to_ms);
 		int r;
-		while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-			json_int_t n = sqlite3_column_int64(st, 1);
-			json_object_set_new(by, (const char *)sqlite3_column_text(st, 0),
-					    json_integer(n));
+		while ((r = store_step(st)) == STORE_ROW) {
+			json_int_t n = store_col_int64(st, 1);
+			json_object_set_new(by, store_col_str(st, 0), json_integer(n));
 			total += n;
-			errors += sqlite3_column_int64(st, 2);
+			errors += store_col_int64(st, 2);
 		}
-		if (r == SQLITE_DONE)
+		if (r == STORE_DONE)
 			rc = 0;
 		else
 			store_db_error(s, "reading code runs", e);

@@ -1,13 +1,28 @@
 /*
- * store: everything cubicled must remember, in one SQLite database (WAL) in
- * the state directory: workspaces, API keys (hashed), computers, and the
- * per-second usage ledger.
+ * store: everything cubicled must remember, behind one interface with two
+ * back ends (host/store/README.md):
+ *
+ *   - SQLite, the default: one database file (WAL) in the state directory.
+ *     One host, no other service; what `make run` uses.
+ *   - PostgreSQL 15 through libpq (`cubicled --database postgresql://...`):
+ *     the state a cluster of hosts shares (workspaces, keys, computers and
+ *     the host that holds each, the ledger, hosts and their capacity,
+ *     stream-token keys and revocations, connect tokens, code-run counts).
+ *
+ * Both run the same store code and the same SQL (one dialect layer,
+ * store-db.h); tests/unit/test_store.c runs every case against both.
  *
  * The core writes a computer's new state here before it acts on it, so a
  * cubicled killed at any point finds, on restart, every computer and every
- * billed second again. All functions are thread-safe (one connection behind
- * a mutex; SQLite's own locking protects against other processes). Times
- * are Unix milliseconds.
+ * billed second again: a write that returned 0 is committed (SQLite: in the
+ * WAL; PostgreSQL: synchronous_commit on). All functions are thread-safe
+ * (one connection behind a mutex). Times are Unix milliseconds.
+ *
+ * PostgreSQL may go away (a restart, a failover): a call made while it is
+ * unreachable fails at once with ERR_UNAVAILABLE (503) and a message that
+ * says so, never blocks past a bounded deadline, and a later call
+ * reconnects (with backoff). Nothing half-written stays: every multi-row
+ * change is one transaction.
  */
 #ifndef CUBICLE_STORE_H
 #define CUBICLE_STORE_H
@@ -21,9 +36,23 @@
 
 struct store;
 
-/* Opens (creating and migrating) the database at path. */
-struct store *store_open(const char *path, struct err *e);
+/*
+ * Opens (creating and migrating) the database: `where` is a file path
+ * (SQLite) or a "postgresql://" / "postgres://" URI (libpq's, e.g.
+ * postgresql://cubicle@db.example/cubicle?host=/run/postgresql). Several
+ * cubicleds may open one PostgreSQL database at once; the first migrates
+ * it (under an advisory lock).
+ */
+struct store *store_open(const char *where, struct err *e);
 void store_close(struct store *s);
+
+/* Whether `where` names a PostgreSQL database (a postgresql:// or
+ * postgres:// URI) rather than an SQLite file. */
+bool store_where_is_postgres(const char *where);
+/* "sqlite" or "postgresql". */
+const char *store_backend(const struct store *s);
+/* One round trip to the database: 0 when it answers (for /health). */
+int store_ping(struct store *s, struct err *e);
 
 /* ---- workspaces and keys ----------------------------------------------- */
 
@@ -78,9 +107,13 @@ int store_key_create(struct store *s, const char *workspace_id, char key_out[64]
  * Looks a presented key up (constant time in the key's content). Fills the
  * workspace it belongs to ("" for an admin key) and *admin. ERR_UNAUTHORIZED
  * for an unknown or revoked key. Answers from memory, never waiting for
- * SQLite or another store call (safe on an event loop): the table of valid
- * keys is rebuilt by the very call that changes api_keys or workspaces
- * (revoking, deleting, creating), before that call returns.
+ * the database or another store call (safe on an event loop): the table of
+ * valid keys is rebuilt by the very call that changes api_keys or
+ * workspaces (revoking, deleting, creating), before that call returns. With
+ * PostgreSQL, a change another host made is in the table within a second:
+ * a trigger NOTIFYs, a listener connection rebuilds it (and a rebuild each
+ * second while the listener is down). ERR_UNAVAILABLE when the table could
+ * not be loaded (no key is trusted then).
  */
 int store_key_lookup(struct store *s, const char *key, char workspace_out[40], bool *admin,
 		     struct err *e);
@@ -124,9 +157,8 @@ int store_key_revoke_id(struct store *s, const char *workspace_id, const char *k
 int store_workspace_delete(struct store *s, const char *id, struct err *e);
 
 /* Rebuilds the in-memory key table before returning. Store calls that
- * change api_keys or workspaces do this by themselves (an SQLite update
- * hook sees their rows); this is for anything that changes who may
- * authenticate some other way. */
+ * change api_keys or workspaces do this by themselves; this is for
+ * anything that changes who may authenticate some other way. */
 void store_keys_invalidate(struct store *s);
 
 /* ---- computers ---------------------------------------------------------- */
@@ -144,14 +176,27 @@ enum computer_state {
 	COMPUTER_DELETED,
 	COMPUTER_ERROR,
 	COMPUTER_OFFLINE, /* a machine you bring whose link is down (docs/byo.md) */
+	/* Its host died (its lease expired: a cluster's reaper, store_host_reap)
+	 * or re-registered without adopting it: nothing of it runs, billing
+	 * ended at the host's last tick, its reservation is freed. Left by a
+	 * delete, or by re-creating it on another host (store_place). */
+	COMPUTER_LOST,
 };
-#define COMPUTER_STATES	      9		  /* how many there are */
+#define COMPUTER_STATES	      10	  /* how many there are */
 #define COMPUTER_STATE_BIT(s) (1u << (s)) /* for sets of states */
 
 /* "provisioning", "running", ...; "?" for a value that is not a state. */
 const char *computer_state_name(enum computer_state s);
 /* The state spelled `name` (exactly); 0, or -1 when it names none. */
 int computer_state_parse(const char *name, enum computer_state *out);
+
+/* What a computer takes on a host, for placement: CPU in thousandths of a
+ * vCPU, memory and disk in MiB. */
+struct store_capacity {
+	int64_t cpu_milli, mem_mb, disk_mb;
+};
+
+#define STORE_HOST_ID_LEN 64
 
 struct store_computer {
 	char id[40]; /* "c-" + 16 hex, generated by store_computer_insert */
@@ -171,6 +216,15 @@ struct store_computer {
 	json_t *metadata;     /* object, owned by the struct */
 	json_t *driver_state; /* object, owned by the struct */
 	int64_t created_ms, updated_ms, last_activity_ms, deleted_ms;
+	/* Where it lives (a cluster; "" and 0 on one host): the host that holds
+	 * it and that host's epoch (its lease) when it took it, and what it
+	 * holds there now. Read-only for callers: only placement
+	 * (store_place, store_commit.place), the release that follows a state
+	 * change, a host's re-registration and the reaper write them; an
+	 * update ignores what the struct says. */
+	char host[STORE_HOST_ID_LEN];
+	int64_t epoch;
+	struct store_capacity reserved;
 };
 
 /* Frees the JSON members (not the struct). */
@@ -186,8 +240,20 @@ int store_computer_insert(struct store *s, struct store_computer *c, struct err 
  * unchanged on failure. */
 int store_computer_update(struct store *s, struct store_computer *c, struct err *e);
 
+/* How to choose a host and what to reserve on it (store_place). */
+struct store_place {
+	struct store_capacity need;
+	/* NULL: any host that is up (the one with the most free memory that
+	 * has room for all of `need`). Else only this host, which may also be
+	 * draining (a stopped computer starts again where its disk is). */
+	const char *host;
+	/* NULL, or host ids this placement must not choose, comma-separated
+	 * (the hosts that already failed to start it). */
+	const char *exclude;
+};
+
 /*
- * How store_computer_commit writes a computer: everything in one SQLite
+ * How store_computer_commit writes a computer: everything in one
  * transaction, so a crash (or a concurrent writer) sees all of it or none.
  */
 struct store_commit {
@@ -204,16 +270,34 @@ struct store_commit {
 	bool bill;
 	const char *rate_state; /* "running", "stopped" or NULL (billing ends) */
 	int64_t at_ms;
+	/* Non-NULL: also place c (store_place) in the same transaction, before
+	 * it is written; c->host, c->epoch and c->reserved say where. */
+	const struct store_place *place;
 };
 
-/* Inserts or updates c as store_computer_insert / store_computer_update do,
- * with the limit check and the usage switch of `how` (NULL = a plain
- * update) in the same transaction. c is unchanged on failure. */
+/*
+ * Inserts or updates c as store_computer_insert / store_computer_update do,
+ * with the limit check, the placement and the usage switch of `how` (NULL =
+ * a plain update) in the same transaction. c is unchanged on failure.
+ *
+ * Every write of a state (here and store_computer_set_state) also gives
+ * back, in the same transaction, what the new state no longer holds on c's
+ * host: CPU and memory unless it is provisioning, starting, running or
+ * stopping; the disk too once it is deleted or lost.
+ *
+ * Fencing: once this store registered its host (store_host_register),
+ * every write of a computer or of the ledger first checks, in its
+ * transaction and holding the host's row, that the host still holds its
+ * epoch: a host that was reaped (or re-registered elsewhere) gets
+ * ERR_CONFLICT and changes nothing, so it can never bill or revive a
+ * computer that was declared lost.
+ */
 int store_computer_commit(struct store *s, struct store_computer *c, const struct store_commit *how,
 			  struct err *e);
 
 /* Only the state and error columns (and updated_ms; deleted_ms too when
- * state is "deleted" and it was unset), atomically. error may be NULL. */
+ * state is "deleted" and it was unset), atomically, with the release and
+ * the fencing of store_computer_commit. error may be NULL. */
 int store_computer_set_state(struct store *s, const char *id, const char *state, const char *error,
 			     struct err *e);
 
@@ -231,6 +315,7 @@ struct store_filter {
 	const char *workspace; /* NULL = all */
 	const char *state;     /* NULL = all but deleted */
 	const char *kind;      /* NULL = all */
+	const char *host;      /* NULL = all; a host's id: the computers it holds */
 	bool include_deleted;
 };
 
@@ -260,6 +345,66 @@ int store_stream_revocations(struct store *s, int64_t now_ms,
 			     void (*fn)(void *ctx, const char *computer, int64_t revoked_ms),
 			     void *ctx, struct err *e);
 
+/*
+ * Revocations written by any process on this database, this one included,
+ * as they commit (PostgreSQL: NOTIFY, on the store's listener thread,
+ * within a second of the commit; after the listener reconnects, fn is
+ * called again for every revocation in the table, as nothing tells what
+ * was missed). SQLite: fn is called by store_stream_revoke itself, on the
+ * caller's thread, after the commit. fn must not call the store. One
+ * callback per store; NULL removes it.
+ */
+void store_on_stream_revoke(struct store *s,
+			    void (*fn)(void *ctx, const char *computer, int64_t revoked_ms),
+			    void *ctx);
+
+/* ---- stream-token keys --------------------------------------------------- */
+
+/* A stream-token signing key: an id a token carries, and 32 secret bytes,
+ * the same on every host of the database. */
+#define STORE_STREAM_KEY_BYTES 32
+struct store_stream_key {
+	char id[24]; /* "sk-" + 16 hex */
+	unsigned char secret[STORE_STREAM_KEY_BYTES];
+	int64_t created_ms;
+};
+
+/* The newest key; the first call on a database makes one (from the CSPRNG,
+ * or from `seed` when it is non-NULL: a host that had a key of its own
+ * keeps its tokens valid). Two hosts racing get the same key. */
+int store_stream_key_current(struct store *s, const unsigned char *seed,
+			     struct store_stream_key *out, struct err *e);
+/* The key of that id (a token's); ERR_NOT_FOUND for an unknown id. */
+int store_stream_key_get(struct store *s, const char *id, struct store_stream_key *out,
+			 struct err *e);
+/* Makes a new current key (rotation); older ones still verify until
+ * removed with store_stream_key_retire. */
+int store_stream_key_rotate(struct store *s, struct store_stream_key *out, struct err *e);
+/* Removes keys created before before_ms, never the newest. */
+int store_stream_key_retire(struct store *s, int64_t before_ms, struct err *e);
+
+/* ---- previews ------------------------------------------------------------- */
+
+/* A preview of one port of a computer (port 0: all of them, and CDP). */
+struct store_preview {
+	char computer[40];
+	int port;
+	int64_t public_since_ms, public_until_ms; /* public between these (0: not public) */
+	int64_t revoked_ms;			  /* tokens issued at or before are refused */
+	int64_t issued_ms;			  /* its last token's issue time */
+	int64_t expires_ms;			  /* the row goes then */
+};
+
+/*
+ * Records p: a public span replaces the stored one when p has one (or
+ * clears it when p->revoked_ms is later than its start), revoked_ms,
+ * issued_ms and expires_ms only grow.
+ */
+int store_preview_put(struct store *s, const struct store_preview *p, struct err *e);
+/* Prunes the rows expired at now_ms and calls fn for every other one. */
+int store_previews(struct store *s, int64_t now_ms,
+		   void (*fn)(void *ctx, const struct store_preview *p), void *ctx, struct err *e);
+
 /* ---- usage ledger --------------------------------------------------------- */
 
 /*
@@ -275,7 +420,16 @@ int store_stream_revocations(struct store *s, int64_t now_ms,
 int store_usage_switch(struct store *s, const char *computer, const char *workspace,
 		       const char *size, const char *rate_state, int64_t at_ms, struct err *e);
 
-/* Moves every open segment's end to now_ms. */
+/*
+ * Moves open segments' end to now_ms and returns how many rows it changed
+ * (or -1). One host (no store_host_register): every open segment. A
+ * registered host: in one transaction, its own row in hosts (seen_ms) and
+ * the open segments of the computers it holds under its epoch, and nothing
+ * when its row no longer has that epoch: 0 then means it was fenced (reaped,
+ * or another process registered the host since) and must stop its
+ * computers and register again; a live host always changes at least its
+ * own row.
+ */
 int store_usage_tick(struct store *s, int64_t now_ms, struct err *e);
 
 /*
@@ -319,6 +473,100 @@ int store_size_multiplier(const char *size);
  */
 int store_usage_query(struct store *s, const char *workspace, int64_t from_ms, int64_t to_ms,
 		      const struct store_rates *rates, json_t **out, struct err *e);
+
+/*
+ * The ledger's seconds per workspace and rate state, all time (deleted
+ * computers included), for /metrics: fn(ctx, workspace, "running" or
+ * "stopped", seconds) for each, with the store's lock held (fn must not
+ * call the store).
+ */
+int store_usage_totals(struct store *s,
+		       void (*fn)(void *ctx, const char *ws, const char *rate_state,
+				  double seconds),
+		       void *ctx, struct err *e);
+
+/* ---- hosts: a cluster's members, capacity, placement, fencing ------------------- */
+
+/*
+ * One row per host of a cluster (none on one host). Its epoch is the id of
+ * the lease it holds in etcd while it lives (0: none, it is down); every
+ * computer it takes is stamped with that epoch, and its ledger tick
+ * (store_usage_tick) touches only those. Capacity is what placement may
+ * hand out; used is what computers hold now. A CHECK in the database keeps
+ * used within capacity (and never negative) whatever runs concurrently.
+ */
+struct store_host {
+	char id[STORE_HOST_ID_LEN]; /* A-Z a-z 0-9 . - _, 1 to 63 of them */
+	char address[256];	    /* where the other hosts reach its API */
+	int64_t epoch;		    /* > 0 while registered; 0 = down */
+	char state[16];		    /* "up" | "draining" (no new placements) | "down" */
+	/* CPU: physical vCPUs * 1000; placement may hand out
+	 * cpu_milli * cpu_overcommit_pct / 100 of it (100 = no overcommit). */
+	struct store_capacity capacity;
+	int cpu_overcommit_pct;
+	struct store_capacity used;
+	int64_t registered_ms, seen_ms; /* seen_ms: its last tick */
+	int computers; /* store_host_get/list: computers it holds, neither deleted nor lost */
+};
+
+/*
+ * Registers this process as host h->id under lease h->epoch (> 0), with its
+ * address and capacity (h->used, state, times and computers are ignored):
+ * from now on this store fences its writes with that identity (see
+ * store_commit) and ticks as that host. The computers the host held under
+ * its previous epoch, if that epoch was not reaped meanwhile, are adopted
+ * (re-stamped with the new epoch) when `adopt` (their processes survived,
+ * cubicled restarted), else declared lost as the reaper would; *moved (may
+ * be NULL) says how many. A draining host stays draining. A declared
+ * capacity below what is held is raised to what is held (nothing more is
+ * placed there until it frees up).
+ */
+int store_host_register(struct store *s, const struct store_host *h, bool adopt, int *moved,
+			struct err *e);
+/* ERR_NOT_FOUND when there is no such host. */
+int store_host_get(struct store *s, const char *id, struct store_host *out, struct err *e);
+/* Every host, by id; *out malloc'd (NULL when *n is 0). */
+int store_host_list(struct store *s, struct store_host **out, size_t *n, struct err *e);
+/* "up" or "draining" (drain: no new placements; computers there stay).
+ * ERR_NOT_FOUND for no such host, ERR_CONFLICT for a host that is down. */
+int store_host_set_state(struct store *s, const char *id, const char *state, struct err *e);
+/* {"id","address","epoch","state","capacity":{"cpu_milli","mem_mb","disk_mb",
+ *  "cpu_overcommit_pct"},"used":{...},"registered_at","seen_at","computers"} */
+json_t *store_host_json(const struct store_host *h);
+
+/*
+ * The reaper's step, for a host whose lease the caller has seen expire:
+ * if host `id` still has epoch `epoch` (it did not re-register meanwhile),
+ * in one transaction its computers of that epoch become lost (a deleting
+ * one: deleted) with why, their open segments close at their last tick, their
+ * reservations are freed and the host is down (epoch 0). Returns 1 and
+ * *lost (may be NULL) when it reaped, 0 when the host's row no longer had
+ * that epoch (nothing changed), -1 on error.
+ */
+int store_host_reap(struct store *s, const char *id, int64_t epoch, const char *why, int *lost,
+		    struct err *e);
+
+/* Where store_place put a computer. */
+struct store_placed {
+	char host[STORE_HOST_ID_LEN];
+	int64_t epoch;
+	char address[256];
+};
+
+/*
+ * Places computer `id` (an existing row: a stopped computer starting
+ * again, a lost one re-created): one UPDATE chooses the host (up, or
+ * p->host; the most free memory first) and reserves p->need there
+ * atomically, checked against the capacity in its WHERE clause (the
+ * CHECK constraint backs it), then the computer row records host, epoch
+ * and what it holds (moving it off another host frees what it held
+ * there). ERR_UNAVAILABLE (param "size") when no host has room; under
+ * contention a lost race is retried a few times on the next best host.
+ * New computers are placed by store_computer_commit with how->place, in
+ * the transaction that inserts them.
+ */
+int store_place(struct store *s, const char *id, const struct store_place *p,
+		struct store_placed *out, struct err *e);
 
 /* ---- connect tokens (machines you bring, docs/byo.md) ---------------------------- */
 

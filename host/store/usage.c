@@ -25,13 +25,22 @@
 
 #define STORE_UNIT_NANODOLLARS_DEFAULT 15000 /* 0.000015 USD per second for xs */
 
-static const char SQL_CLOSE[] = "UPDATE usage_segments SET end_ms = MAX(start_ms, ?2), open = 0"
-				" WHERE computer = ?1 AND open = 1 RETURNING end_ms";
+static const char SQL_CLOSE[] =
+    "UPDATE usage_segments SET end_ms = GREATEST(start_ms, ?2), open = 0"
+    " WHERE computer = ?1 AND open = 1 RETURNING end_ms";
 static const char SQL_OPEN[] =
     "INSERT INTO usage_segments (computer, workspace, size, rate_state, start_ms, end_ms, open)"
     " VALUES (?1, ?2, ?3, ?4, ?5, ?5, 1)";
 static const char SQL_TICK[] =
     "UPDATE usage_segments SET end_ms = ?1 WHERE open = 1 AND end_ms < ?1";
+/* A registered host's tick: its own row first (which it holds till the
+ * commit, so a reaper waits for it or it waits for the reaper), then only
+ * the open segments of the computers it holds under its epoch. */
+static const char SQL_TICK_HOST[] =
+    "UPDATE hosts SET seen_ms = GREATEST(seen_ms, ?3) WHERE id = ?1 AND epoch = ?2";
+static const char SQL_TICK_SEGMENTS[] =
+    "UPDATE usage_segments SET end_ms = ?3 WHERE open = 1 AND end_ms < ?3"
+    " AND computer IN (SELECT id FROM computers WHERE host = ?1 AND epoch = ?2)";
 static const char SQL_OPEN_SEGMENTS[] = "SELECT computer, start_ms, end_ms, rate_state"
 					" FROM usage_segments WHERE open = 1"
 					" ORDER BY start_ms, id";
@@ -40,7 +49,7 @@ static const char SQL_OPEN_SEGMENTS[] = "SELECT computer, start_ms, end_ms, rate
  * is gone, should one ever be removed; deleted computers keep their row. */
 static const char SQL_QUERY[] =
     "SELECT u.computer, u.workspace, u.size, u.rate_state,"
-    " MAX(u.start_ms, ?2), MIN(u.end_ms, ?3), c.kind, c.size, c.external_workspace_id"
+    " GREATEST(u.start_ms, ?2), LEAST(u.end_ms, ?3), c.kind, c.size, c.external_workspace_id"
     " FROM usage_segments u LEFT JOIN computers c ON c.id = u.computer"
     " WHERE (?1 IS NULL OR u.workspace = ?1) AND u.start_ms < ?3 AND u.end_ms > ?2"
     " ORDER BY COALESCE(c.created_ms, 0), c.rowid, u.computer, u.start_ms, u.id";
@@ -91,35 +100,35 @@ int store_usage_switch_locked(struct store *s, const char *computer, const char 
 			      const char *size, const char *rate_state, int64_t at_ms,
 			      struct err *e)
 {
-	sqlite3_stmt *st = store_stmt(s, SQL_CLOSE, e);
+	struct store_stmt *st = store_stmt(s, SQL_CLOSE, e);
 	if (!st)
 		return -1;
-	sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, at_ms);
+	store_bind_text(st, 1, computer);
+	store_bind_int64(st, 2, at_ms);
 	/* The next segment starts where this one ended, even if the clock
 	 * went back, so segments never overlap. */
 	int64_t start = at_ms;
 	int step;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW)
-		if (sqlite3_column_int64(st, 0) > start)
-			start = sqlite3_column_int64(st, 0);
+	while ((step = store_step(st)) == STORE_ROW)
+		if (store_col_int64(st, 0) > start)
+			start = store_col_int64(st, 0);
 	store_stmt_done(st);
-	if (step != SQLITE_DONE)
+	if (step != STORE_DONE)
 		return store_db_error(s, "closing a usage segment", e);
 	if (!rate_state)
 		return 0;
 	if (!(st = store_stmt(s, SQL_OPEN, e)))
 		return -1;
-	sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, size, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, rate_state, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 5, start);
-	step = sqlite3_step(st);
+	store_bind_text(st, 1, computer);
+	store_bind_text(st, 2, workspace);
+	store_bind_text(st, 3, size);
+	store_bind_text(st, 4, rate_state);
+	store_bind_int64(st, 5, start);
+	step = store_step(st);
 	store_stmt_done(st);
-	if (step == SQLITE_CONSTRAINT_FOREIGNKEY)
+	if (step == STORE_ERR_FOREIGN)
 		return err_param(e, "computer", "computer: no computer %.64s", computer);
-	if (step != SQLITE_DONE)
+	if (step != STORE_DONE)
 		return store_db_error(s, "opening a usage segment", e);
 	return 0;
 }
@@ -131,9 +140,10 @@ int store_usage_switch(struct store *s, const char *computer, const char *worksp
 		return -1;
 	int rc = -1;
 	store_lock(s);
-	if (store_exec(s, "BEGIN IMMEDIATE", e) == 0) {
-		if (store_usage_switch_locked(s, computer, workspace, size, rate_state, at_ms, e) ||
-		    store_exec(s, "COMMIT", e))
+	if (store_begin(s, e) == 0) {
+		if (store_fence_locked(s, e) ||
+		    store_usage_switch_locked(s, computer, workspace, size, rate_state, at_ms, e) ||
+		    store_commit_tx(s, e))
 			store_rollback(s);
 		else
 			rc = 0;
@@ -142,21 +152,72 @@ int store_usage_switch(struct store *s, const char *computer, const char *worksp
 	return rc;
 }
 
+/* One statement of the tick (lock held): rows changed, or -1. */
+static int64_t store_tick_step(struct store *s, const char *sql, int64_t now_ms, struct err *e)
+{
+	struct store_stmt *st = store_stmt(s, sql, e);
+	if (!st)
+		return -1;
+	if (s->host[0]) {
+		store_bind_text(st, 1, s->host);
+		store_bind_int64(st, 2, s->epoch);
+		store_bind_int64(st, 3, now_ms);
+	} else {
+		store_bind_int64(st, 1, now_ms);
+	}
+	int64_t n = store_step(st) == STORE_DONE ? store_changes(st) : -1;
+	store_stmt_done(st);
+	if (n < 0)
+		store_db_error(s, "recording a usage tick", e);
+	return n;
+}
+
 int store_usage_tick(struct store *s, int64_t now_ms, struct err *e)
+{
+	int64_t n = -1;
+	store_lock(s);
+	if (!s->host[0]) {
+		n = store_tick_step(s, SQL_TICK, now_ms, e);
+	} else if (store_begin(s, e) == 0) {
+		int64_t host = store_tick_step(s, SQL_TICK_HOST, now_ms, e);
+		int64_t segs = host > 0 ? store_tick_step(s, SQL_TICK_SEGMENTS, now_ms, e) : 0;
+		if (host < 0 || segs < 0 || store_commit_tx(s, e) < 0)
+			store_rollback(s);
+		else
+			n = host + segs;
+	}
+	/* The keys' last uses ride along (a few rows a minute at most). */
+	store_keys_flush_used_locked(s);
+	store_unlock(s);
+	return n < 0 ? -1 : n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+static const char SQL_TOTALS[] = "SELECT workspace, rate_state, SUM(end_ms - start_ms)"
+				 " FROM usage_segments GROUP BY workspace, rate_state"
+				 " ORDER BY workspace, rate_state";
+
+int store_usage_totals(struct store *s,
+		       void (*fn)(void *ctx, const char *ws, const char *rate_state,
+				  double seconds),
+		       void *ctx, struct err *e)
 {
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_TICK, e);
+	struct store_stmt *st = store_stmt(s, SQL_TOTALS, e);
 	if (st) {
-		sqlite3_bind_int64(st, 1, now_ms);
-		if (sqlite3_step(st) == SQLITE_DONE)
+		int step;
+		while ((step = store_step(st)) == STORE_ROW) {
+			char ws[64], state[16];
+			store_col_text(st, 0, ws, sizeof ws);
+			store_col_text(st, 1, state, sizeof state);
+			fn(ctx, ws, state, (double)store_col_int64(st, 2) / 1e3);
+		}
+		if (step == STORE_DONE)
 			rc = 0;
 		else
-			store_db_error(s, "recording a usage tick", e);
+			store_db_error(s, "summing the usage ledger", e);
 	}
 	store_stmt_done(st);
-	/* The keys' last uses ride along (a few rows a minute at most). */
-	store_keys_flush_used_locked(s);
 	store_unlock(s);
 	return rc;
 }
@@ -168,11 +229,11 @@ int store_usage_last_end(struct store *s, const char *computer, int64_t *end_ms,
 	*end_ms = 0;
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_LAST_END, e);
+	struct store_stmt *st = store_stmt(s, SQL_LAST_END, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, computer, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			*end_ms = sqlite3_column_int64(st, 0); /* NULL reads as 0 */
+		store_bind_text(st, 1, computer);
+		if (store_step(st) == STORE_ROW) {
+			*end_ms = store_col_int64(st, 0); /* NULL reads as 0 */
 			rc = 0;
 		} else {
 			store_db_error(s, "reading a computer's last usage", e);
@@ -190,11 +251,11 @@ int store_usage_open_segments(struct store *s, struct store_open_segment **out, 
 	size_t count = 0, cap = 0;
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_OPEN_SEGMENTS, e);
+	struct store_stmt *st = store_stmt(s, SQL_OPEN_SEGMENTS, e);
 	if (st) {
-		int step = SQLITE_DONE;
+		int step = STORE_DONE;
 		rc = 0;
-		while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		while ((step = store_step(st)) == STORE_ROW) {
 			if (count == cap) {
 				size_t ncap = cap ? 2 * cap : 16;
 				struct store_open_segment *grown =
@@ -210,11 +271,11 @@ int store_usage_open_segments(struct store *s, struct store_open_segment **out, 
 			struct store_open_segment *seg = &list[count++];
 			memset(seg, 0, sizeof *seg);
 			store_col_text(st, 0, seg->computer, sizeof seg->computer);
-			seg->start_ms = sqlite3_column_int64(st, 1);
-			seg->end_ms = sqlite3_column_int64(st, 2);
+			seg->start_ms = store_col_int64(st, 1);
+			seg->end_ms = store_col_int64(st, 2);
 			store_col_text(st, 3, seg->rate_state, sizeof seg->rate_state);
 		}
-		if (rc == 0 && step != SQLITE_DONE)
+		if (rc == 0 && step != STORE_DONE)
 			rc = store_db_error(s, "listing open usage segments", e);
 	}
 	store_stmt_done(st);
@@ -283,16 +344,15 @@ int store_usage_query(struct store *s, const char *workspace, int64_t from_ms, i
 	bool have = false;
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_QUERY, e);
+	struct store_stmt *st = store_stmt(s, SQL_QUERY, e);
 	if (st) {
-		if (workspace)
-			sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, from_ms);
-		sqlite3_bind_int64(st, 3, to_ms);
-		int step = SQLITE_DONE;
+		store_bind_text(st, 1, workspace);
+		store_bind_int64(st, 2, from_ms);
+		store_bind_int64(st, 3, to_ms);
+		int step = STORE_DONE;
 		rc = 0;
-		while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
-			const char *id = (const char *)sqlite3_column_text(st, 0);
+		while (rc == 0 && (step = store_step(st)) == STORE_ROW) {
+			const char *id = store_col_str(st, 0);
 			if (have && strcmp(acc.id, id ? id : "") != 0) {
 				json_array_append_new(computers, store_usage_acc_json(&acc));
 				have = false;
@@ -306,12 +366,12 @@ int store_usage_query(struct store *s, const char *workspace, int64_t from_ms, i
 				have = true;
 			}
 			/* The computer's size now; the segment's if its row is gone. */
-			store_col_text(st, sqlite3_column_type(st, 7) == SQLITE_NULL ? 2 : 7,
-				       acc.size, sizeof acc.size);
+			store_col_text(st, store_col_null(st, 7) ? 2 : 7, acc.size,
+				       sizeof acc.size);
 			char seg_size[16], rate_state[16];
 			store_col_text(st, 2, seg_size, sizeof seg_size);
 			store_col_text(st, 3, rate_state, sizeof rate_state);
-			int64_t ms = sqlite3_column_int64(st, 5) - sqlite3_column_int64(st, 4);
+			int64_t ms = store_col_int64(st, 5) - store_col_int64(st, 4);
 			if (ms < 0)
 				ms = 0;
 			int64_t cost = 0;
@@ -325,7 +385,7 @@ int store_usage_query(struct store *s, const char *workspace, int64_t from_ms, i
 					       "nano-dollars",
 					       acc.id);
 		}
-		if (rc == 0 && step != SQLITE_DONE)
+		if (rc == 0 && step != STORE_DONE)
 			rc = store_db_error(s, "reading the usage ledger", e);
 	}
 	store_stmt_done(st);

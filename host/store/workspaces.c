@@ -9,12 +9,13 @@
  * the comparison of the found row is constant time). A key with no
  * workspace is an admin key.
  *
- * Lookups never touch SQLite: the valid keys (SQL_KEYS_VALID) are kept in
- * memory, sorted by hash, and rebuilt whenever a statement on our
- * connection changed api_keys or workspaces (store.c's update hook; the
- * rebuild runs in store_unlock, on the thread that made the change, before
- * its call returns), so a revoked key fails from the moment its revoke
- * returns. cubicled is the only writer of its database.
+ * Lookups never touch the database: the valid keys (SQL_KEYS_VALID) are
+ * kept in memory, sorted by hash, and rebuilt whenever a call here changed
+ * who may authenticate (store_keys_changed; the rebuild runs in
+ * store_unlock, on the thread that made the change, before its call
+ * returns), so a revoked key fails from the moment its revoke returns.
+ * With PostgreSQL other hosts change api_keys too: a trigger NOTIFYs
+ * every host's listener, which rebuilds its table (db-pg.c).
  */
 #include "store-internal.h"
 #include "clock.h"
@@ -47,8 +48,8 @@ static const char SQL_WS_SET_MAX_STOPPED[] = "UPDATE workspaces SET max_stopped 
 static const char SQL_WS_SET_EGRESS[] =
     "UPDATE workspaces SET egress_allow = coalesce(?2, egress_allow),"
     " egress_deny = coalesce(?3, egress_deny) WHERE id = ?1";
-static const char SQL_KEY_INSERT[] =
-    "INSERT INTO api_keys (hash, workspace, created_ms, prefix) VALUES (?1, ?2, ?3, ?4)";
+static const char SQL_KEY_INSERT[] = "INSERT INTO api_keys (hash, workspace, created_ms, prefix)"
+				     " VALUES (?1, ?2, ?3, ?4) RETURNING id";
 static const char SQL_KEY_USED[] = "UPDATE api_keys SET last_used_ms = ?2 WHERE id = ?1";
 static const char SQL_KEY_LIST[] = "SELECT id, prefix, created_ms, last_used_ms FROM api_keys"
 				   " WHERE workspace = ?1 AND revoked_ms = 0 ORDER BY id";
@@ -66,13 +67,13 @@ static const char SQL_KEY_REVOKE[] =
     "UPDATE api_keys SET revoked_ms = CASE WHEN revoked_ms = 0 THEN ?2 ELSE revoked_ms END"
     " WHERE hash = ?1";
 
-static void store_workspace_row(sqlite3_stmt *st, struct store_workspace *out)
+static void store_workspace_row(struct store_stmt *st, struct store_workspace *out)
 {
 	store_col_text(st, 0, out->id, sizeof out->id);
 	store_col_text(st, 1, out->name, sizeof out->name);
-	out->max_running = sqlite3_column_int(st, 2);
-	out->created_ms = sqlite3_column_int64(st, 3);
-	out->max_stopped = sqlite3_column_int(st, 4);
+	out->max_running = store_col_int64(st, 2);
+	out->created_ms = store_col_int64(st, 3);
+	out->max_stopped = store_col_int64(st, 4);
 	store_col_text(st, 5, out->egress_allow, sizeof out->egress_allow);
 	store_col_text(st, 6, out->egress_deny, sizeof out->egress_deny);
 }
@@ -140,27 +141,27 @@ int store_workspace_create_egress(struct store *s, const char *name, int max_run
 	for (int attempt = 0; attempt < STORE_ID_ATTEMPTS; attempt++) {
 		if (store_random_id("ws-", w.id, sizeof w.id, e))
 			break;
-		sqlite3_stmt *st = store_stmt(s, SQL_WS_INSERT, e);
+		struct store_stmt *st = store_stmt(s, SQL_WS_INSERT, e);
 		if (!st)
 			break;
-		sqlite3_bind_text(st, 1, w.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, w.name, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 3, w.max_running);
-		sqlite3_bind_int64(st, 4, w.created_ms);
-		sqlite3_bind_text(st, 5, w.egress_allow, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 6, w.egress_deny, -1, SQLITE_STATIC);
-		step = sqlite3_step(st);
-		if (step == SQLITE_DONE) {
+		store_bind_text(st, 1, w.id);
+		store_bind_text(st, 2, w.name);
+		store_bind_int64(st, 3, w.max_running);
+		store_bind_int64(st, 4, w.created_ms);
+		store_bind_text(st, 5, w.egress_allow);
+		store_bind_text(st, 6, w.egress_deny);
+		step = store_step(st);
+		if (step == STORE_DONE) {
 			rc = 0;
-		} else if (step != SQLITE_CONSTRAINT_PRIMARYKEY) {
+		} else if (step != STORE_ERR_UNIQUE) {
 			store_db_error(s, "creating a workspace", e);
 		}
 		store_stmt_done(st);
-		if (step != SQLITE_CONSTRAINT_PRIMARYKEY)
+		if (step != STORE_ERR_UNIQUE)
 			break;
 	}
 	store_unlock(s);
-	if (rc != 0 && step == SQLITE_CONSTRAINT_PRIMARYKEY)
+	if (rc != 0 && step == STORE_ERR_UNIQUE)
 		err_set(e, ERR_INTERNAL, "could not find a free workspace id");
 	if (rc == 0 && out)
 		*out = w;
@@ -173,17 +174,17 @@ int store_workspace_get(struct store *s, const char *id, struct store_workspace 
 		return err_param(e, "workspace", "workspace: the workspace id is empty");
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_WS_GET, e);
+	struct store_stmt *st = store_stmt(s, SQL_WS_GET, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		int step = sqlite3_step(st);
-		if (step == SQLITE_ROW) {
+		store_bind_text(st, 1, id);
+		int step = store_step(st);
+		if (step == STORE_ROW) {
 			struct store_workspace w = {0};
 			store_workspace_row(st, &w);
 			if (out)
 				*out = w;
 			rc = 0;
-		} else if (step == SQLITE_DONE) {
+		} else if (step == STORE_DONE) {
 			err_set(e, ERR_NOT_FOUND, "no workspace %.64s", id);
 		} else {
 			store_db_error(s, "reading a workspace", e);
@@ -201,15 +202,15 @@ int store_workspace_list(struct store *s, json_t **out, struct err *e)
 		return err_set(e, ERR_INTERNAL, "out of memory listing workspaces");
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_WS_LIST, e);
+	struct store_stmt *st = store_stmt(s, SQL_WS_LIST, e);
 	if (st) {
 		int step;
-		while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		while ((step = store_step(st)) == STORE_ROW) {
 			struct store_workspace w = {0};
 			store_workspace_row(st, &w);
 			json_array_append_new(list, store_workspace_json(&w));
 		}
-		if (step == SQLITE_DONE)
+		if (step == STORE_DONE)
 			rc = 0;
 		else
 			store_db_error(s, "listing workspaces", e);
@@ -233,10 +234,10 @@ int store_workspace_set_max_stopped(struct store *s, const char *id, int max_sto
 	snprintf(missing, sizeof missing, "no workspace %.64s", id ? id : "");
 	int rc = -1;
 	store_lock(s);
-	sqlite3_stmt *st = store_stmt(s, SQL_WS_SET_MAX_STOPPED, e);
+	struct store_stmt *st = store_stmt(s, SQL_WS_SET_MAX_STOPPED, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 2, max_stopped);
+		store_bind_text(st, 1, id);
+		store_bind_int64(st, 2, max_stopped);
 		rc = store_step_change(s, st, "setting a workspace's max_stopped", missing, e);
 	}
 	store_stmt_done(st);
@@ -254,13 +255,11 @@ int store_workspace_set_egress(struct store *s, const char *id, const char *egre
 		return -1;
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_WS_SET_EGRESS, e);
+	struct store_stmt *st = store_stmt(s, SQL_WS_SET_EGRESS, e);
 	if (st) {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		if (egress_allow)
-			sqlite3_bind_text(st, 2, egress_allow, -1, SQLITE_STATIC);
-		if (egress_deny)
-			sqlite3_bind_text(st, 3, egress_deny, -1, SQLITE_STATIC);
+		store_bind_text(st, 1, id);
+		store_bind_text(st, 2, egress_allow);
+		store_bind_text(st, 3, egress_deny);
 		rc = store_step_change(s, st, "changing a workspace's egress policy",
 				       "no such workspace", e);
 	}
@@ -278,18 +277,25 @@ static int store_key_hash(const char *key, unsigned char hash[STORE_KEY_HASH], s
 	return 0;
 }
 
+/* PostgreSQL: the workspace's row held (shared) until the commit, so a
+ * concurrent delete either waits for a key being issued (and then revokes
+ * it with the others) or is seen by it. */
+static const char SQL_WS_GET_SHARE[] =
+    "SELECT id FROM workspaces WHERE id = ?1 AND deleted_ms = 0 FOR SHARE";
+
 /* Whether workspace id exists; -1 with e filled on a database error. */
 static int store_workspace_exists(struct store *s, const char *id, struct err *e)
 {
-	sqlite3_stmt *st = store_stmt(s, SQL_WS_GET, e);
+	struct store_stmt *st =
+	    store_stmt(s, store_in_tx(s) && s->pg ? SQL_WS_GET_SHARE : SQL_WS_GET, e);
 	if (!st)
 		return -1;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	int step = sqlite3_step(st);
+	store_bind_text(st, 1, id);
+	int step = store_step(st);
 	store_stmt_done(st);
-	if (step == SQLITE_ROW)
+	if (step == STORE_ROW)
 		return 1;
-	if (step == SQLITE_DONE)
+	if (step == STORE_DONE)
 		return 0;
 	return store_db_error(s, "reading a workspace", e);
 }
@@ -322,34 +328,43 @@ int store_key_issue(struct store *s, const char *workspace_id, char key_out[64],
 
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = NULL;
-	int exists = workspace_id ? store_workspace_exists(s, workspace_id, e) : 1;
+	struct store_stmt *st = NULL;
+	/* PostgreSQL: in a transaction holding the workspace (above). */
+	bool tx = s->pg && workspace_id;
+	int exists = tx && store_begin(s, e) < 0 ? -1
+		     : workspace_id		 ? store_workspace_exists(s, workspace_id, e)
+						 : 1;
 	if (exists == 0)
 		err_set(e, ERR_NOT_FOUND, "no workspace %.64s", workspace_id);
 	if (exists == 1 && (st = store_stmt(s, SQL_KEY_INSERT, e))) {
-		sqlite3_bind_blob(st, 1, hash, sizeof hash, SQLITE_STATIC);
-		if (workspace_id)
-			sqlite3_bind_text(st, 2, workspace_id, -1, SQLITE_STATIC);
-		else
-			sqlite3_bind_null(st, 2);
+		store_bind_blob(st, 1, hash, sizeof hash);
+		store_bind_text(st, 2, workspace_id);
 		int64_t now = clock_wall_ms();
 		char prefix[STORE_KEY_PREFIX_SHOWN + 1];
 		memcpy(prefix, key, STORE_KEY_PREFIX_SHOWN); /* the key is longer */
 		prefix[STORE_KEY_PREFIX_SHOWN] = 0;
-		sqlite3_bind_int64(st, 3, now);
-		sqlite3_bind_text(st, 4, prefix, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(st) == SQLITE_DONE) {
+		store_bind_int64(st, 3, now);
+		store_bind_text(st, 4, prefix);
+		int64_t id = store_step(st) == STORE_ROW ? store_col_int64(st, 0) : 0;
+		if (id > 0 && store_step(st) == STORE_DONE) {
 			rc = 0;
+			store_keys_changed(s);
 			if (info) {
 				memset(info, 0, sizeof *info);
-				snprintf(info->id, sizeof info->id, "key-%lld",
-					 (long long)sqlite3_last_insert_rowid(s->db));
+				snprintf(info->id, sizeof info->id, "key-%lld", (long long)id);
 				snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
 				info->created_ms = now;
 			}
 		} else {
 			store_db_error(s, "storing an API key", e);
 		}
+	}
+	if (tx && exists >= 0) {
+		store_stmt_done(st);
+		if (rc == 0 && store_commit_tx(s, e) < 0)
+			rc = -1;
+		if (rc < 0)
+			store_rollback(s);
 	}
 	store_stmt_done(st);
 	store_unlock(s);
@@ -384,15 +399,17 @@ void store_keys_flush_used_locked(struct store *s)
 		}
 		bool more = from < s->nkeys;
 		pthread_mutex_unlock(&s->keys_lock);
+		bool relaxed = n > 0 && store_relaxed_begin(s);
 		for (size_t i = 0; i < n; i++) {
-			sqlite3_stmt *st = store_stmt(s, SQL_KEY_USED, NULL);
+			struct store_stmt *st = store_stmt(s, SQL_KEY_USED, NULL);
 			if (!st)
 				break;
-			sqlite3_bind_int64(st, 1, used[i].id);
-			sqlite3_bind_int64(st, 2, used[i].ms);
-			sqlite3_step(st); /* a failure loses a last use, nothing else */
+			store_bind_int64(st, 1, used[i].id);
+			store_bind_int64(st, 2, used[i].ms);
+			store_step(st); /* a failure loses a last use, nothing else */
 			store_stmt_done(st);
 		}
+		store_relaxed_end(s, relaxed, true);
 		if (!more)
 			break;
 	}
@@ -406,12 +423,10 @@ int store_keys_reload_locked(struct store *s, struct err *e)
 	struct store_keyent *keys = NULL;
 	size_t n = 0, cap = 0;
 	int rc = 0, step;
-	sqlite3_stmt *st = store_stmt(s, SQL_KEYS_VALID, e);
+	struct store_stmt *st = store_stmt(s, SQL_KEYS_VALID, e);
 	if (!st)
 		rc = -1;
-	while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
-		if (sqlite3_column_bytes(st, 0) != STORE_KEY_HASH)
-			continue;
+	while (rc == 0 && (step = store_step(st)) == STORE_ROW) {
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 64;
 			struct store_keyent *nk = realloc(keys, ncap * sizeof *nk);
@@ -422,24 +437,41 @@ int store_keys_reload_locked(struct store *s, struct err *e)
 			keys = nk;
 			cap = ncap;
 		}
-		memcpy(keys[n].hash, sqlite3_column_blob(st, 0), STORE_KEY_HASH);
+		if (store_col_blob(st, 0, keys[n].hash, STORE_KEY_HASH) < 0)
+			continue;
 		store_col_text(st, 1, keys[n].workspace, sizeof keys[n].workspace);
-		keys[n].id = sqlite3_column_int64(st, 2);
-		keys[n].used_ms = keys[n].saved_ms = sqlite3_column_int64(st, 3);
+		keys[n].id = store_col_int64(st, 2);
+		keys[n].used_ms = keys[n].saved_ms = store_col_int64(st, 3);
 		n++;
 	}
-	if (rc == 0 && step != SQLITE_DONE)
+	if (rc == 0 && step != STORE_DONE)
 		rc = store_db_error(s, "loading the API keys", e);
 	store_stmt_done(st);
 	if (rc == 0 && n > 1)
 		qsort(keys, n, sizeof *keys, store_keyent_cmp);
 	pthread_mutex_lock(&s->keys_lock);
-	/* On failure no key authenticates (503) rather than a revoked one still
-	 * working; the next store_unlock tries again. */
-	struct store_keyent *old = s->keys;
-	s->keys = rc == 0 ? keys : NULL;
-	s->nkeys = rc == 0 ? n : 0;
-	s->keys_failed = rc < 0;
+	/* A lookup may have recorded a use in the old table after the flush
+	 * above: carry it over (both tables are sorted by hash). */
+	for (size_t i = 0; rc == 0 && s->keys && i < n; i++) {
+		struct store_keyent *was =
+		    bsearch(&keys[i], s->keys, s->nkeys, sizeof *s->keys, store_keyent_cmp);
+		if (was && was->used_ms > keys[i].used_ms)
+			keys[i].used_ms = was->used_ms;
+	}
+	/* A database that cannot be reached (PostgreSQL away) keeps the last
+	 * table: nothing can be revoked through it from here, and what another
+	 * host revokes meanwhile applies here once it is back (the listener
+	 * rebuilds then). Any other failure: no key authenticates (503) rather
+	 * than a revoked one still working. Either way the table stays stale
+	 * (keys_dirty), so the next store_unlock tries again. */
+	bool keep = rc < 0 && s->keys && e && e->code == ERR_UNAVAILABLE;
+	struct store_keyent *old = NULL;
+	if (!keep) {
+		old = s->keys;
+		s->keys = rc == 0 ? keys : NULL;
+		s->nkeys = rc == 0 ? n : 0;
+		s->keys_failed = rc < 0;
+	}
 	pthread_mutex_unlock(&s->keys_lock);
 	free(old);
 	if (rc < 0)
@@ -492,11 +524,13 @@ int store_key_revoke(struct store *s, const char *key, struct err *e)
 		return -1;
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_KEY_REVOKE, e);
+	struct store_stmt *st = store_stmt(s, SQL_KEY_REVOKE, e);
 	if (st) {
-		sqlite3_bind_blob(st, 1, hash, sizeof hash, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, clock_wall_ms());
+		store_bind_blob(st, 1, hash, sizeof hash);
+		store_bind_int64(st, 2, clock_wall_ms());
 		rc = store_step_change(s, st, "revoking an API key", "no such API key", e);
+		if (rc == 0)
+			store_keys_changed(s);
 	}
 	store_stmt_done(st);
 	store_unlock(s);
@@ -526,24 +560,24 @@ int store_key_list(struct store *s, const char *workspace_id, json_t **out, stru
 	store_keys_flush_used_locked(s);
 	int rc = -1;
 	int exists = store_workspace_exists(s, workspace_id, e);
-	sqlite3_stmt *st = NULL;
+	struct store_stmt *st = NULL;
 	if (exists == 0)
 		err_set(e, ERR_NOT_FOUND, "no workspace %.64s", workspace_id);
 	if (exists == 1 && (st = store_stmt(s, SQL_KEY_LIST, e))) {
-		sqlite3_bind_text(st, 1, workspace_id, -1, SQLITE_STATIC);
+		store_bind_text(st, 1, workspace_id);
 		int step;
-		while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		while ((step = store_step(st)) == STORE_ROW) {
 			char id[32], prefix[32];
-			snprintf(id, sizeof id, "key-%lld", (long long)sqlite3_column_int64(st, 0));
+			snprintf(id, sizeof id, "key-%lld", (long long)store_col_int64(st, 0));
 			store_col_text(st, 1, prefix, sizeof prefix);
-			int64_t used = sqlite3_column_int64(st, 3);
+			int64_t used = store_col_int64(st, 3);
 			json_array_append_new(
 			    list, json_pack("{s:s, s:s, s:I, s:o}", "id", id, "prefix", prefix,
-					    "created_at", (json_int_t)sqlite3_column_int64(st, 2),
+					    "created_at", (json_int_t)store_col_int64(st, 2),
 					    "last_used_at",
 					    used ? json_integer((json_int_t)used) : json_null()));
 		}
-		if (step == SQLITE_DONE)
+		if (step == STORE_DONE)
 			rc = 0;
 		else
 			store_db_error(s, "listing API keys", e);
@@ -566,12 +600,14 @@ int store_key_revoke_id(struct store *s, const char *workspace_id, const char *k
 			       key_id ? key_id : "", workspace_id);
 	store_lock(s);
 	int rc = -1;
-	sqlite3_stmt *st = store_stmt(s, SQL_KEY_REVOKE_ID, e);
+	struct store_stmt *st = store_stmt(s, SQL_KEY_REVOKE_ID, e);
 	if (st) {
-		sqlite3_bind_int64(st, 1, id);
-		sqlite3_bind_text(st, 2, workspace_id, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, clock_wall_ms());
+		store_bind_int64(st, 1, id);
+		store_bind_text(st, 2, workspace_id);
+		store_bind_int64(st, 3, clock_wall_ms());
 		rc = store_step_change(s, st, "revoking an API key", "no such key", e);
+		if (rc == 0)
+			store_keys_changed(s);
 		if (rc < 0 && e && e->code == ERR_NOT_FOUND)
 			err_set(e, ERR_NOT_FOUND, "no key %.40s in workspace %.64s", key_id,
 				workspace_id);
@@ -588,29 +624,31 @@ int store_workspace_delete(struct store *s, const char *id, struct err *e)
 	int64_t now = clock_wall_ms();
 	int rc = -1;
 	store_lock(s);
-	if (store_exec(s, "BEGIN IMMEDIATE", e) == 0) {
-		sqlite3_stmt *st = store_stmt(s, SQL_WS_DELETE, e);
+	if (store_begin(s, e) == 0) {
+		struct store_stmt *st = store_stmt(s, SQL_WS_DELETE, e);
 		if (st) {
-			sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-			sqlite3_bind_int64(st, 2, now);
+			store_bind_text(st, 1, id);
+			store_bind_int64(st, 2, now);
 			char missing[100];
 			snprintf(missing, sizeof missing, "no workspace %.64s", id);
 			rc = store_step_change(s, st, "deleting a workspace", missing, e);
 			store_stmt_done(st);
 		}
 		if (rc == 0 && (st = store_stmt(s, SQL_KEY_REVOKE_WS, e))) {
-			sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-			sqlite3_bind_int64(st, 2, now);
-			if (sqlite3_step(st) != SQLITE_DONE)
+			store_bind_text(st, 1, id);
+			store_bind_int64(st, 2, now);
+			if (store_step(st) != STORE_DONE)
 				rc = store_db_error(s, "revoking a workspace's keys", e);
 			store_stmt_done(st);
 		} else if (rc == 0) {
 			rc = -1;
 		}
-		if (rc == 0 && store_exec(s, "COMMIT", e) < 0)
+		if (rc == 0 && store_commit_tx(s, e) < 0)
 			rc = -1;
 		if (rc < 0)
 			store_rollback(s);
+		else
+			store_keys_changed(s);
 	}
 	store_unlock(s);
 	return rc;

@@ -11,6 +11,7 @@
  *   actions.c    every envd action as a command, from one table
  *   files.c      cp to and from a computer, streamed
  *   templates.c  template create, ls, get, log, rm
+ *   recordings.c record start|stop|ls|get|actions|rm
  */
 #ifndef CUBICLE_CLI_H
 #define CUBICLE_CLI_H
@@ -135,9 +136,12 @@ int cmd_stop(struct cli *cli, struct args *a);
 int cmd_start(struct cli *cli, struct args *a);
 int cmd_rm(struct cli *cli, struct args *a);
 int cmd_stream(struct cli *cli, struct args *a);
+int cmd_preview(struct cli *cli, struct args *a);
+int cmd_cdp(struct cli *cli, struct args *a);
 int cmd_usage(struct cli *cli, struct args *a);
 int cmd_run(struct cli *cli, struct args *a); /* run.c */
 int cmd_cp(struct cli *cli, struct args *a);
+int cmd_record(struct cli *cli, struct args *a); /* recordings.c */
 int cmd_action_generic(struct cli *cli, struct args *a);
 int cmd_template(struct cli *cli, struct args *a); /* templates.c */
 

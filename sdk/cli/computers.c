@@ -265,6 +265,95 @@ int cmd_stream(struct cli *cli, struct args *a)
 	return rc;
 }
 
+/* --ttl SECONDS into body's ttl_s; 0, or the usage's status. */
+static int computers_ttl(struct args *a, json_t *body)
+{
+	const char *ttl = args_get(a, "ttl");
+	long long n;
+	if (!ttl)
+		return 0;
+	if (args_int(ttl, 1, 1LL << 31, &n) < 0)
+		return cli_usage(a->cmd, "--ttl: expected seconds, got '%s'", ttl);
+	json_object_set_new(body, "ttl_s", json_integer(n));
+	return 0;
+}
+
+/* Sends body (stolen) and prints the answer's `field` (or, --json, all of it). */
+static int computers_send(struct cli *cli, const char *method, const char *path, json_t *body,
+			  const char *field)
+{
+	json_t *out = NULL;
+	struct err e = {0};
+	int rc = api_json(cli, method, path, body, &out, &e) < 0 ? cli_fail(&e) : 0;
+	json_decref(body);
+	if (rc == 0) {
+		if (cli->json || !field)
+			out_json(out);
+		else
+			puts(json_string_value(json_object_get(out, field)));
+		json_decref(out);
+	}
+	return rc;
+}
+
+int cmd_preview(struct cli *cli, struct args *a)
+{
+	int rc = cli_need(a, 1, 2);
+	if (rc)
+		return rc;
+	char path[300];
+	snprintf(path, sizeof path, "/v1/computers/%s/previews", a->pos[0]);
+	if (a->npos == 1) {
+		json_t *out = NULL;
+		struct err e = {0};
+		if (api_json(cli, "GET", path, NULL, &out, &e) < 0)
+			return cli_fail(&e);
+		if (cli->json) {
+			out_json(out);
+		} else {
+			size_t i;
+			json_t *p;
+			json_array_foreach(json_object_get(out, "previews"), i, p)
+			    printf("%lld\t%s\t%s\n",
+				   (long long)json_integer_value(json_object_get(p, "port")),
+				   json_is_true(json_object_get(p, "public")) ? "public" : "token",
+				   json_string_value(json_object_get(p, "expires_at")));
+		}
+		json_decref(out);
+		return 0;
+	}
+	long long port;
+	if (args_int(a->pos[1], 1, 65535, &port) < 0)
+		return cli_usage(a->cmd, "PORT: expected 1..65535, got '%s'", a->pos[1]);
+	if (args_has(a, "revoke")) {
+		snprintf(path + strlen(path), sizeof path - strlen(path), "/%lld", port);
+		return computers_send(cli, "DELETE", path, NULL, NULL);
+	}
+	json_t *body = json_pack("{s:I}", "port", (json_int_t)port);
+	if (args_has(a, "public"))
+		json_object_set_new(body, "public", json_true());
+	if ((rc = computers_ttl(a, body))) {
+		json_decref(body);
+		return rc;
+	}
+	return computers_send(cli, "POST", path, body, "url");
+}
+
+int cmd_cdp(struct cli *cli, struct args *a)
+{
+	int rc = cli_need(a, 1, 1);
+	if (rc)
+		return rc;
+	json_t *body = json_object();
+	if ((rc = computers_ttl(a, body))) {
+		json_decref(body);
+		return rc;
+	}
+	char path[300];
+	snprintf(path, sizeof path, "/v1/computers/%s/cdp", a->pos[0]);
+	return computers_send(cli, "POST", path, body, "ws_url");
+}
+
 /* One usage row: id, kind, size, running s, stopped s, cost in USD. */
 static void computers_usage_row(struct table *t, const json_t *u, const char *id)
 {

@@ -37,6 +37,11 @@ static const struct opt ls_opts[] = {
 static const struct opt no_opts[] = {{NULL, false, 0}};
 static const struct opt stream_opts[] = {
     {"view-only", false, 0}, {"ttl", true, 0}, {NULL, false, 0}};
+static const struct opt preview_opts[] = {
+    {"ttl", true, 0}, {"public", false, 0}, {"revoke", false, 0}, {NULL, false, 0}};
+static const struct opt cdp_opts[] = {{"ttl", true, 0}, {NULL, false, 0}};
+static const struct opt record_opts[] = {
+    {"keep", false, 0}, {"output", true, 'o'}, {NULL, false, 0}};
 static const struct opt usage_opts[] = {
     {"workspace", true, 'w'}, {"from", true, 0}, {"to", true, 0}, {NULL, false, 0}};
 static const struct opt run_opts[] = {{"c", true, 'c'}, {"stdin", true, 0}, {NULL, false, 0}};
@@ -73,6 +78,22 @@ static const struct command commands[] = {
      "Prints a URL of the live desktop for a browser or an iframe (valid --ttl seconds, "
      "default 60).",
      stream_opts, cmd_stream},
+    {"preview", "ID PORT [--ttl SECONDS] [--public] | ID PORT --revoke | ID",
+     "Prints a URL that opens PORT of the computer in a browser, HTTP and WebSocket (valid "
+     "--ttl seconds, default 3600; --public: no token needed, if the server allows it). "
+     "--revoke ends every URL of PORT; with no PORT, lists the computer's previews.",
+     preview_opts, cmd_preview},
+    {"cdp", "ID [--ttl SECONDS]",
+     "Prints the WebSocket URL of the desktop browser's DevTools (Chromium, started if "
+     "needed), for Playwright's connectOverCDP.",
+     cdp_opts, cmd_cdp},
+    {"record",
+     "start ID [--keep] | stop ID REC [--keep] | ls ID | get ID REC [-o FILE] | "
+     "actions ID REC | rm ID REC",
+     "Records a desktop's screen: start prints the recording's id; stop finishes the file "
+     "(--keep keeps it after the computer is deleted); get downloads the WebM (default "
+     "REC.webm, '-' for stdout); actions lists what the API ran meanwhile.",
+     record_opts, cmd_record},
     {"usage", "[--workspace W] [--from TIME] [--to TIME]",
      "Prints the metered usage per computer (TIME: Unix seconds or 2026-11-22T04:00:00Z).",
      usage_opts, cmd_usage},

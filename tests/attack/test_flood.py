@@ -291,13 +291,14 @@ class Bodies(unittest.TestCase):
             ("POST", "/mcp", key_b),
             ("POST", "/v1/workspaces", srv.admin),
             ("POST", "/v1/workspaces/%s/keys" % ws_b, srv.admin),
+            ("GET", "/metrics", srv.admin),
         ]
         for method, path, key in routes:
             self.assert_too_large(self.big(method, path, key, two_mib), "%s %s" % (method, path))
         self.assert_too_large(self.big("POST", "/v1/computers", key_b, two_mib, chunked=True),
                               "chunked POST /v1/computers")
         # Without a key: 4 KiB.
-        for method, path in (("POST", "/healthz"), ("GET", "/metrics"),
+        for method, path in (("POST", "/healthz"), ("GET", "/openapi.json"),
                              ("GET", "/embed/" + desktop_b), ("OPTIONS", "/mcp")):
             self.assert_too_large(self.big(method, path, None, 8192), "%s %s" % (method, path))
         self.assert_too_large(self.big("POST", "/healthz", None, 1 << 20, chunked=True),

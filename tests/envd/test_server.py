@@ -6,11 +6,15 @@ import http.client
 import json
 import os
 import socket
+import sys
 import tempfile
 import threading
 import unittest
 
 import harness
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "host"))
+import wsclient  # noqa: E402
 
 envd = None
 tmp = None
@@ -156,6 +160,21 @@ class Server(unittest.TestCase):
             self.assertEqual(r.json["error"]["param"], "unix_ms")
         self.assertEqual(envd.request("GET", "/v1/clock").status, 400)
 
+    def test_guest_side_needs_guest(self):
+        # Without --guest (a development desktop, a machine you bring) envd
+        # neither takes the host's setup nor runs apt; names are checked
+        # first all the same.
+        r = envd.request("POST", "/v1/setup", {"ca_certs": None})
+        self.assertEqual(r.status, 409, r.body)
+        self.assertEqual(envd.request("GET", "/v1/setup").status, 400)
+        r = envd.request("POST", "/v1/actions/install_packages", {"apt": ["jq"]})
+        self.assertEqual((r.status, r.json["error"]["param"]), (409, "apt"), r.body)
+        for body, param in (({"apt": ["jq;id"]}, "apt"), ({"pip": ["-r"]}, "pip"),
+                            ({"npm": ["../x"]}, "npm"), ({}, "apt"),
+                            ({"apt": ["jq"], "timeout_s": 3601}, "timeout_s")):
+            r = envd.request("POST", "/v1/actions/install_packages", body)
+            self.assertEqual((r.status, r.json["error"]["param"]), (400, param), body)
+
     def test_keep_alive_serves_many_requests_on_one_connection(self):
         conn = http.client.HTTPConnection("127.0.0.1", envd.port, timeout=30)
         for i in range(50):
@@ -200,3 +219,76 @@ class Server(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Tunnel(unittest.TestCase):
+    """GET /v1/tunnel?port=N as a WebSocket: a byte tunnel to a loopback TCP
+    port, what cubicled's previews and CDP ride on."""
+
+    def ws(self, path, token=None):
+        return wsclient.WebSocket("127.0.0.1", envd.port, path, headers=(
+            "Authorization: Bearer %s\r\n" % (token or envd.token)))
+
+    def server(self, handle):
+        """A one-connection TCP server on a free port running handle(conn)."""
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(1)
+
+        def run():
+            conn, _ = lsock.accept()
+            try:
+                handle(conn)
+            finally:
+                conn.close()
+                lsock.close()
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return lsock.getsockname()[1], t
+
+    def test_bytes_both_ways_then_all_of_the_last_burst(self):
+        def echo_then_burst(conn):
+            got = b""
+            while not got.endswith(b"END"):
+                got += conn.recv(65536)
+            conn.sendall(got.upper())
+            conn.sendall(b"x" * (3 << 20))  # more than the tunnel buffers
+        port, t = self.server(echo_then_burst)
+        w = self.ws("/v1/tunnel?port=%d" % port)
+        w.send(b"hello ")
+        w.send(b"END")
+        self.assertEqual(w.recv_exactly(9), b"HELLO END")
+        self.assertEqual(w.recv_exactly(3 << 20), b"x" * (3 << 20))
+        with self.assertRaises(ConnectionError):
+            w.recv_frame()
+        self.assertEqual(w.close_code, 1000)
+        w.close()
+        t.join(10)
+
+    def test_nothing_listening_closes_with_4502(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        w = self.ws("/v1/tunnel?port=%d" % port)
+        with self.assertRaises(ConnectionError):
+            w.recv_frame()
+        self.assertEqual(w.close_code, 4502)
+        self.assertIn(str(port), w.close_reason)
+        w.close()
+
+    def test_refusals_before_the_upgrade(self):
+        for path, token, status in (
+                ("/v1/tunnel?port=80", "wrong-token-0123456789", 401),
+                ("/v1/tunnel", None, 400),
+                ("/v1/tunnel?port=0", None, 400),
+                ("/v1/tunnel?port=65536", None, 400),
+                ("/v1/tunnel?port=8x", None, 400),
+                ("/v1/tunnel?port=%d" % envd.port, None, 403),
+                ("/v1/elsewhere?port=80", None, 404)):
+            with self.assertRaises(wsclient.Refused) as cm:
+                self.ws(path, token)
+            self.assertEqual(cm.exception.status, status, path)
+        # A plain GET says what the endpoint is.
+        r = envd.request("GET", "/v1/tunnel?port=80")
+        self.assertEqual(r.status, 400)

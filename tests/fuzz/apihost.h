@@ -65,6 +65,8 @@ static void host_init(void)
 	a->max_body = 1u << 20;
 	pthread_mutex_init(&a->tenants_lock, NULL);
 	pthread_mutex_init(&a->parked_lock, NULL);
+	/* As api_create: GET /metrics reads them (found by fuzz.api: a NULL). */
+	CHECK(api_stats_open(a, &e) == 0);
 	struct httpd_opts ho = {.listen = "127.0.0.1:0", .router = api_route, .ctx = a};
 	a->httpd = httpd_create(&ho, &e);
 	CHECK(a->httpd);
@@ -72,7 +74,11 @@ static void host_init(void)
 	struct streams_opts so = {.stream_key = key, .web_dir = "/nonexistent"};
 	a->streams = streams_create(a->core, a->httpd, &so);
 	CHECK(a->streams);
-	a->mcp = mcp_create(a->core, a->streams, a->runner, "https://allowed.example", &e);
+	struct previews_opts po = {.key = key, .url = "http://localhost:8081"};
+	a->previews = previews_create(a->core, a->httpd, &po, &e);
+	CHECK(a->previews);
+	a->mcp =
+	    mcp_create(a->core, a->streams, a->previews, a->runner, "https://allowed.example", &e);
 	CHECK(a->mcp);
 	host_api = a;
 }

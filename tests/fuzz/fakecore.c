@@ -23,13 +23,29 @@ struct core *fake_core(void)
 static struct envd_reply queue[QMAX];
 static size_t qhead, qlen;
 
-#define LOGMAX 64
+#define LOGMAX FAKE_LOGMAX
 static char *log_name[LOGMAX];
 static json_t *log_params[LOGMAX];
 static size_t nlog;
 
+static int64_t slept_ms;
+
+/* clock_sleep_ms, wrapped (-Wl,--wrap): the fuzzer must not sleep. */
+void __wrap_clock_sleep_ms(int64_t ms);
+void __wrap_clock_sleep_ms(int64_t ms)
+{
+	if (ms > 0)
+		slept_ms += ms;
+}
+
+int64_t fake_slept_ms(void)
+{
+	return slept_ms;
+}
+
 void fake_reset(void)
 {
+	slept_ms = 0;
 	while (qlen) {
 		free(queue[qhead].body);
 		qhead = (qhead + 1) % QMAX;
@@ -255,6 +271,40 @@ int core_session_write(struct core *c, const char *ws, const char *session, cons
 {
 	return err_set(e, ERR_NOT_FOUND, "no session %.40s", session);
 }
+int core_recording_start(struct core *c, const char *id, const char *ws, const json_t *params,
+			 json_t **out, struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	return err_set(e, ERR_UNAVAILABLE, "no recorder here");
+}
+int core_recording_stop(struct core *c, const char *id, const char *ws, const char *rid,
+			const json_t *params, json_t **out, struct err *e)
+{
+	return err_set(e, ERR_NOT_FOUND, "no recording %.40s", rid);
+}
+int core_recording_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	*out = json_pack("{s:[]}", "recordings");
+	return 0;
+}
+int core_recording_open(struct core *c, const char *id, const char *ws, const char *rid, int *fd,
+			uint64_t *size, struct err *e)
+{
+	return err_set(e, ERR_NOT_FOUND, "no recording %.40s", rid);
+}
+int core_recording_actions(struct core *c, const char *id, const char *ws, const char *rid,
+			   json_t **out, struct err *e)
+{
+	return err_set(e, ERR_NOT_FOUND, "no recording %.40s", rid);
+}
+int core_recording_delete(struct core *c, const char *id, const char *ws, const char *rid,
+			  json_t **out, struct err *e)
+{
+	return err_set(e, ERR_NOT_FOUND, "no recording %.40s", rid);
+}
 int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, json_t **out,
 	       struct err *e)
 {
@@ -284,6 +334,56 @@ void core_stream_revoke(struct core *c, const char *id)
 }
 void core_viewer(struct core *c, const char *id, int delta)
 {
+}
+/* Previews: the fake computer runs, so previews open; CDP has no browser
+ * behind it (the api's own checks and URLs are what the harnesses reach). */
+void core_on_close_previews(struct core *c, void (*fn)(void *ctx, const char *id, const char *sub),
+			    void *ctx)
+{
+}
+int core_preview_open(struct core *c, const char *id, const char *ws, int port, bool public_,
+		      int64_t expires_ms, int64_t *issued, char workspace[40], struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	*issued = 1;
+	snprintf(workspace, 40, "%s", FAKE_WS);
+	return 0;
+}
+int core_preview_revoke(struct core *c, const char *id, const char *ws, int port, struct err *e)
+{
+	return fake_find(id, ws, e);
+}
+int core_previews_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	*out = json_pack("{s:[]}", "previews");
+	return 0;
+}
+int core_preview_target(struct core *c, const char *id, int port, const char *ws, int64_t issued,
+			char *address, size_t alen, char *token, size_t tlen,
+			int64_t *public_until_ms, struct err *e)
+{
+	if (issued < 0)
+		return err_set(e, ERR_UNAUTHORIZED, "not public");
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	snprintf(address, alen, "unix:/nonexistent/envd.sock");
+	snprintf(token, tlen, "fake-envd-token");
+	return 0;
+}
+int core_cdp(struct core *c, const char *id, const char *ws, json_t **out, int64_t *issued,
+	     char workspace[40], struct err *e)
+{
+	if (fake_find(id, ws, e) < 0)
+		return -1;
+	return err_set(e, ERR_CONFLICT, "no browser here");
+}
+int core_cdp_info(struct core *c, const char *id, char *path, size_t plen, char **version)
+{
+	*version = NULL;
+	return -1;
 }
 char *core_metrics(struct core *c)
 {

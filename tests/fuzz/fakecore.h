@@ -7,10 +7,14 @@
  * (any other id is 404). Every action goes nowhere: its answer is the next
  * of the fuzzed envd answers queued with fake_envd_push (a compromised guest
  * writes them), or a plain 200 {} when none is left. Every action asked is
- * logged with its parameters, for the harnesses' checks.
+ * logged with its parameters, for the harnesses' checks. Sleeping is
+ * pretend (clock_sleep_ms is wrapped at link time, fuzz.cmake): a wait of
+ * the API's is counted, never slept.
  */
 #ifndef CUBICLE_FUZZ_FAKECORE_H
 #define CUBICLE_FUZZ_FAKECORE_H
+
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -29,10 +33,15 @@ void fake_envd_push(int status, const char *content_type, const char *xw, const 
 void fake_envd_push_fuzz(const uint8_t *p, size_t n, int max);
 void fake_reset(void);
 
-/* The actions asked since fake_reset: names and parameters (borrowed). */
+/* The actions asked since fake_reset: names and parameters (borrowed), the
+ * first FAKE_LOGMAX of them. */
+#define FAKE_LOGMAX 256
 size_t fake_actions(void);
 const char *fake_action_name(size_t i);
 const json_t *fake_action_params(size_t i);
+
+/* What the API has slept (pretend) since fake_reset, in milliseconds. */
+int64_t fake_slept_ms(void);
 
 struct core *fake_core(void);
 

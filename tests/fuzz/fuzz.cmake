@@ -29,14 +29,14 @@ set(FUZZ_INC -I${CMAKE_SOURCE_DIR}/wire -I${CMAKE_SOURCE_DIR}/host/api
 	-I${CMAKE_SOURCE_DIR}/envd/session -I${CMAKE_SOURCE_DIR}/envd/vnc
 	-I${CMAKE_SOURCE_DIR}/envd/guest
 	-I${CMAKE_BINARY_DIR}/envd -I${CMAKE_BINARY_DIR}/host -I${FUZZ_DIR})
-set(WIRE_SRC err.c params.c base64.c token.c ident.c utf8.c clock.c)
+set(WIRE_SRC err.c params.c base64.c token.c ident.c utf8.c clock.c metrics.c log.c)
 list(TRANSFORM WIRE_SRC PREPEND ${CMAKE_SOURCE_DIR}/wire/)
 set(FUZZ_HARNESSES "")
 
 # cubicle_fuzzer(NAME SOURCES... [LIBS pkg-config modules...] [DEPENDS targets...]
-#                [INCLUDED files the harness #includes])
+#                [INCLUDED files the harness #includes] [FLAGS more clang flags])
 function(cubicle_fuzzer name)
-	cmake_parse_arguments(F "" "" "SOURCES;LIBS;DEPENDS;INCLUDED" ${ARGN})
+	cmake_parse_arguments(F "" "" "SOURCES;LIBS;DEPENDS;INCLUDED;FLAGS" ${ARGN})
 	set(out ${CMAKE_BINARY_DIR}/tests/fuzz_${name})
 	set(libs "")
 	foreach(m ${F_LIBS})
@@ -47,7 +47,7 @@ function(cubicle_fuzzer name)
 	endforeach()
 	add_custom_command(OUTPUT ${out}
 		COMMAND ${CUBICLE_CLANG} ${FUZZ_FLAGS} ${FUZZ_INC} ${FUZZ_DIR}/fuzz_${name}.c
-			${F_SOURCES} ${libs} -lpthread -lm -o ${out}
+			${F_SOURCES} ${libs} ${F_FLAGS} -lpthread -lm -o ${out}
 		DEPENDS ${FUZZ_DIR}/fuzz_${name}.c ${F_SOURCES} ${F_INCLUDED} ${FUZZ_HEADERS} ${F_DEPENDS}
 		COMMENT "libFuzzer harness fuzz_${name} (clang)" VERBATIM)
 	add_custom_target(fuzz_${name} ALL DEPENDS ${out})
@@ -88,29 +88,39 @@ cubicle_fuzzer(pkg SOURCES ${WIRE_SRC} ${ENVD}/guest/pkg-policy.c ${ENVD}/guest/
 
 file(GLOB STORE_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/host/store/*.c)
 cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner.c ${STORE_SRC}
-	LIBS jansson libcrypto sqlite3)
+	LIBS jansson libcrypto sqlite3 libpq)
 
 # cubicled's API in process (apihost.h): the real router, handlers, MCP,
 # computer-use and stream code, the real store, the fake core (fakecore.c).
 set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/handlers-templates.c
-	${API}/wait.c ${API}/routes.c
+	${API}/wait.c ${API}/routes.c ${API}/metrics.c
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
-	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/stream.c
-	${API}/rfbfilter.c ${STORE_SRC} ${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c
-	${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c ${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c)
-# api.c is included by apihost.h (its router and handlers are static).
+	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/computeruse-envd.c
+	${API}/stream.c ${API}/recordings.c ${API}/rfbfilter.c ${API}/preview.c ${STORE_SRC}
+	${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c
+	${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c ${CMAKE_SOURCE_DIR}/wire/httpd-relay.c
+	${CMAKE_SOURCE_DIR}/wire/httpreq.c)
+# api.c is included by apihost.h (its router and handlers are static). Their
+# sleeps (computer-use waits) are pretend: fakecore.c's __wrap_clock_sleep_ms.
 foreach(h api mcp computeruse)
 	cubicle_fuzzer(${h} SOURCES ${API_HOST_SRC} INCLUDED ${API}/api.c
-		LIBS jansson libcrypto sqlite3 libwebsockets DEPENDS cubicled)
+		LIBS jansson libcrypto sqlite3 libpq libwebsockets DEPENDS cubicled
+		FLAGS -Wl,--wrap=clock_sleep_ms)
 endforeach()
+
+# The link of a machine you bring (wire/mux.c), from either side.
+cubicle_fuzzer(mux SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/mux.c LIBS jansson libcrypto)
+
+# The preview listener: request heads and streams (wire/httpreq.c) and the
+# relay router (host/api/preview.c), with the fake core.
+cubicle_fuzzer(httpreq SOURCES ${FUZZ_DIR}/fakecore.c ${API}/preview.c ${WIRE_SRC}
+	${CMAKE_SOURCE_DIR}/wire/httpreq.c ${CMAKE_SOURCE_DIR}/wire/httpd.c
+	${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c ${CMAKE_SOURCE_DIR}/wire/httpd-relay.c
+	LIBS jansson libcrypto libwebsockets DEPENDS cubicled)
 
 # A template's recipe (host/core/template-recipe.c) on any bytes.
 cubicle_fuzzer(recipe SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/core/template-recipe.c
 	LIBS jansson libcrypto)
-
-# Connect credentials (issue: BYO machines) are being written: their
-# harness goes here, as cubicle_fuzzer(connect ...), with seeds in
-# corpus/connect (tests/fuzz/README.md, "Slots").
 
 # `make fuzz` (tests/fuzz/run) reads the list of harnesses from here.
 file(WRITE ${CMAKE_BINARY_DIR}/tests/fuzz-harnesses.txt "")

@@ -27,7 +27,7 @@ export class Cubicled {
 				"--state-dir",
 				this.state,
 				"--images",
-				path.join(build, "images"),
+				process.env.CUBICLE_IMAGES || path.join(build, "images"),
 				...this.args,
 			],
 			{ env: { ...process.env, CUBICLE_ADMIN_KEY: this.admin }, stdio: ["ignore", "pipe", "ignore"] },
@@ -44,6 +44,9 @@ export class Cubicled {
 		});
 		this.port = line.split("listening on ")[1].split(" ")[0].split(":").pop().trim();
 		this.base = `http://127.0.0.1:${this.port}`;
+		// Previews and CDP: a listener of their own.
+		const m = line.match(/previews tcp:[^:]+:(\d+)/);
+		this.previewPort = m ? Number(m[1]) : null;
 		return this;
 	}
 

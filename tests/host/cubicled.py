@@ -3,6 +3,7 @@ directory, and a small client for its REST API (stdlib only)."""
 
 import http.client
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -58,6 +59,10 @@ class Cubicled:
             self.proc.kill()
             raise RuntimeError("cubicled did not start: %r\n%s" % (line, self.read_log()))
         self.port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
+        # Previews and CDP are relayed from a listener of their own.
+        m = re.search(r"previews tcp:([^:]+):(\d+)", line)
+        self.preview_host = m.group(1) if m else None
+        self.preview_port = int(m.group(2)) if m else None
         return self
 
     def read_log(self):
@@ -71,7 +76,10 @@ class Cubicled:
         self.log.close()
 
     def restart(self):
-        """A new cubicled on the same state directory and port."""
+        """A new cubicled on the same state directory and ports (the API's
+        and the preview listener's: port + 1 may be anyone's by now)."""
+        if self.preview_port and "--preview-listen" not in self.args:
+            self.args += ["--preview-listen", "%s:%d" % (self.preview_host, self.preview_port)]
         return self.start(self.port)
 
     def stop(self, clean=True):
@@ -101,6 +109,21 @@ class Cubicled:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         return http_call(conn, method, path, body, self.admin if key is True else key,
                          headers)
+
+    def preview_get(self, url_or_host, target="/", headers=None, method="GET", body=None,
+                    timeout=30):
+        """A request to the preview listener as a browser would send it:
+        url_or_host is a preview URL (http://3000-c-….localhost:PORT/…) or a
+        Host header. Returns Response (its headers' names lower-case)."""
+        host = url_or_host
+        if "://" in url_or_host:
+            rest = url_or_host.split("://", 1)[1]
+            host, _, path = rest.partition("/")
+            target = "/" + path
+        conn = http.client.HTTPConnection(self.preview_host, self.preview_port, timeout=timeout)
+        hdrs = {"Host": host}
+        hdrs.update(headers or {})
+        return http_call(conn, method, target, body, None, hdrs)
 
     def ok(self, method, path, body=None, key=True, status=200, **kw):
         r = self.req(method, path, body, key, **kw)

@@ -56,7 +56,10 @@ print(json.dumps(res))
 
 
 def run(*argv):
-    subprocess.run(argv, check=True, capture_output=True, text=True)
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise subprocess.CalledProcessError(r.returncode, argv, r.stdout,
+                                            "%s: %s" % (" ".join(argv), r.stderr.strip()))
 
 
 def host_ipv4():
@@ -68,19 +71,42 @@ def host_ipv4():
 
 class HostTargets:
     def __init__(self):
+        self.listeners = {}
+        self.server = None
+        self._pick()
+
+    def _pick(self):
+        """New names and addresses: a /30 of 198.51.100.0/24 and a
+        link-local address that nothing on the host holds or routes now
+        (other suites, other checkouts' tests, make their own at once)."""
         tag = "%06x" % random.getrandbits(24)
         self.ns = "cbt" + tag
         self.veth = "cbh" + tag
-        k = random.randrange(1, 63)  # a /30 of 198.51.100.0/24
-        self.host_end = "198.51.100.%d" % (4 * k + 1)
-        self.remote = "198.51.100.%d" % (4 * k + 2)
-        self.link_local = "169.254.213.%d" % random.randrange(1, 255)
-        self.listeners = {}
-        self.server = None
+        taken = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True,
+                               text=True).stdout + subprocess.run(
+            ["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True).stdout
+        while True:
+            k = random.randrange(1, 63)
+            self.host_end = "198.51.100.%d" % (4 * k + 1)
+            self.remote = "198.51.100.%d" % (4 * k + 2)
+            self.link_local = "169.254.213.%d" % random.randrange(1, 255)
+            if not any(a + "/" in taken or a + " " in taken
+                       for a in (self.host_end, self.remote, self.link_local)):
+                return
 
     def __enter__(self):
         try:
-            self._make_remote()
+            for attempt in range(5):
+                try:
+                    self._make_remote()
+                    break
+                except subprocess.CalledProcessError:
+                    # Taken between the look and the add (a concurrent
+                    # test), or a veth the kernel refused: again, anew.
+                    subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+                    if attempt == 4:
+                        raise
+                    self._pick()
             for addr in host_ipv4():
                 s = socket.socket()
                 s.bind((addr, 0))

@@ -563,7 +563,8 @@ class Service(unittest.TestCase):
                         local, st = line.split()[1], line.split()[3]
                         if st == "0A":
                             listening.append(local)
-            self.assertEqual(listening, ["0100007F:1F90"])  # 127.0.0.1:8080 only
+            # 127.0.0.1:8080 (the API) and 127.0.0.1:8081 (previews) only.
+            self.assertEqual(sorted(listening), ["0100007F:1F90", "0100007F:1F91"])
             end(p)
         finally:
             subprocess.run(["rm", "-rf", state])
@@ -572,7 +573,8 @@ class Service(unittest.TestCase):
         probe = "/v1/computers/c-%016x" % int(time.time() * 1000)
         self.assertEqual(srv.req("GET", probe, key=key).status, 404)
         srv.ok("GET", "/v1/usage", key=key)
-        line = re.compile(r"^cubicled: GET %s 404 (\d+\.\d+)ms$" % re.escape(probe), re.M)
+        line = re.compile(r"^cubicled: GET %s 404 (\d+\.\d+)ms rid=[0-9a-f]{16} route=\S+ ws=\S+ id=\S+$"
+                          % re.escape(probe), re.M)
 
         def log():
             with open(srv.log_path, errors="replace") as f:

@@ -166,6 +166,19 @@ class TestByo(unittest.TestCase):
         self.assertIn("Y=234", out)
         res = self.d.act(cid, "bash", {"command": "echo $((6*7))"}, key=self.key)
         self.assertEqual(res["stdout"], "42\n")
+        # A preview of a server on the machine: one more stream of its link.
+        with open(os.path.join(m.home, "hello.txt"), "w") as f:
+            f.write("from the machine")
+        server = subprocess.Popen(["nsenter", "-t", self.ns, "-n", "python3", "-m", "http.server",
+                                   "8126", "--bind", "127.0.0.1", "--directory", m.home],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(server.wait)
+        self.addCleanup(server.kill)
+        g = self.d.ok("POST", "/v1/computers/%s/previews" % cid, {"port": 8126}, key=self.key,
+                      status=201)
+        cookie = self.d.preview_get(g["url"]).headers["set-cookie"].split(";")[0]
+        wait_until(lambda: self.d.preview_get(g["url"].split("/")[2], "/hello.txt", headers={
+            "Cookie": cookie}).body == b"from the machine", 30, "the machine's server")
         # 100 MB both ways.
         blob = os.urandom(1 << 20) * 100
         path = os.path.join(m.home, "big.bin")

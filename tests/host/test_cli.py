@@ -234,6 +234,46 @@ class Desktop(unittest.TestCase):
         self.assertTrue(view["view_only"])
         self.assertIn("view_only=1", view["embed_url"])
 
+    def test_record(self):
+        rid = ok("record", "start", desktop).strip()
+        self.assertRegex(rid, r"^rec-[0-9a-f]{16}$")
+        ok("move_cursor", desktop, "12", "34")
+        self.assertIn(rid, ok("record", "ls", desktop))
+        stopped = json.loads(ok("--json", "record", "stop", desktop, rid))
+        self.assertEqual((stopped["state"], stopped["actions"]), ("stopped", 1))
+        self.assertIn("move_cursor", ok("record", "actions", desktop, rid))
+        webm = cli("record", "get", desktop, rid, "-o", "-").stdout
+        self.assertEqual(webm[:4], b"\x1a\x45\xdf\xa3")
+        ok("record", "rm", desktop, rid)
+        p = cli("record", "get", desktop, rid, "-o", "-")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"no recording", p.stderr)
+        self.assertEqual(cli("record", "stop", desktop).returncode, 2)
+
+
+    def test_preview_list_and_revoke(self):
+        # A server in the sandbox answers through the printed URL.
+        ok("bash", sandbox, "(setsid python3 -m http.server 8123 --bind 127.0.0.1 "
+                            "--directory /etc >/dev/null 2>&1 &)")
+        url = ok("preview", sandbox, "8123", "--ttl", "60").strip()
+        u = urllib.parse.urlsplit(url)
+        self.assertEqual(u.netloc, "8123-%s.localhost:%d" % (sandbox, srv.preview_port))
+        wait_until(lambda: srv.preview_get(url).status == 302, 30, "the preview to answer")
+        cookie = srv.preview_get(url).headers["set-cookie"].split(";")[0]
+        wait_until(lambda: srv.preview_get(u.netloc, "/hostname", headers={
+            "Cookie": cookie}).status == 200, 30, "the server in the sandbox")
+        lines = ok("preview", sandbox).splitlines()
+        self.assertIn("8123\ttoken", "\n".join(lines))
+        self.assertEqual(json.loads(ok("--json", "preview", sandbox, "8123", "--revoke"))["port"],
+                         8123)
+        self.assertEqual(srv.preview_get(u.netloc, "/hostname",
+                                         headers={"Cookie": cookie}).status, 403)
+        p = cli("preview", sandbox, "0")
+        self.assertEqual(p.returncode, 2)
+        p = cli("cdp", sandbox)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"sandbox", p.stderr)
+
 
 class BadInput(unittest.TestCase):
     def test_unknown_command_and_option(self):

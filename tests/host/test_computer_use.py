@@ -7,34 +7,21 @@ the computer, logs each button, key, modifier state and where it happened;
 cubicled's action API says where the cursor is and takes reference
 screenshots."""
 
-import base64
-import os
-import re
-import sys
 import unittest
 
-from cubicled import Cubicled, wait_until
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "envd"))
-from pngread import Png  # noqa: E402
+from cubicled import Cubicled
+from xevlog import BUTTON1, CONTROL, SHIFT, Png, Xev as XevLog, png_of, presses, start_xev, typed
 
 srv = None
 key = cid = None
-XEV_LOG = "/tmp/xev.log"
-SHIFT, CONTROL, BUTTON1 = 0x1, 0x4, 0x100
 
 
 def setUpModule():
-    global srv, key, cid
+    global srv, key, cid, XEV
     srv = Cubicled().start()
     _, key = srv.workspace("cu")
     cid = srv.computer(key, kind="desktop", isolation="container")["id"]
-    bash("setsid stdbuf -oL xev -geometry 500x400+300+200 -name cubxev -event mouse "
-         "-event keyboard -event button >> %s 2>&1 < /dev/null &" % XEV_LOG)
-    global XEV
-    XEV = wait_until(lambda: next((w for w in act("windows")["windows"]
-                                   if w["title"] == "cubxev"), None), 30, "the xev window")
-    act("focus_window", {"id": XEV["id"]})
+    XEV = start_xev(act, bash)
 
 
 def tearDownModule():
@@ -68,73 +55,8 @@ def cu(body, query="", status=200):
     return r.json
 
 
-def png_of(answer):
-    """The screenshot in an answer of either dialect, decoded."""
-    if answer.get("type") == "computer_call_output":
-        url = answer["output"]["image_url"]
-        assert answer["output"]["type"] == "input_image"
-        assert url.startswith("data:image/png;base64,"), url[:40]
-        return Png(base64.b64decode(url[len("data:image/png;base64,"):], validate=True))
-    images = [c for c in answer["content"] if c["type"] == "image"]
-    assert len(images) == 1, answer["content"]
-    assert images[0]["source"]["type"] == "base64"
-    assert images[0]["source"]["media_type"] == "image/png"
-    return Png(base64.b64decode(images[0]["source"]["data"], validate=True))
-
-
-class Xev:
-    """The events xev logged since mark()."""
-
-    BLOCK = re.compile(r"^(\w+) event, serial")
-
-    def mark(self):
-        self.offset = int(bash("stat -c %%s %s" % XEV_LOG))
-
-    def events(self):
-        text = bash("tail -c +%d %s" % (self.offset + 1, XEV_LOG))
-        evs = []
-        for block in text.split("\n\n"):
-            m = self.BLOCK.match(block.strip())
-            # xev writes a line at a time: what we read is in the first three.
-            if not m or "same_screen" not in block:
-                continue
-            ev = {"type": m.group(1)}
-            for name, pattern, conv in (
-                    ("root", r"root:\((-?\d+),(-?\d+)\)", lambda m: (int(m[1]), int(m[2]))),
-                    ("state", r"state (0x[0-9a-f]+)", lambda m: int(m[1], 16)),
-                    ("button", r"button (\d+)", lambda m: int(m[1])),
-                    ("keysym", r"\(keysym 0x[0-9a-f]+, ([^)]+)\)", lambda m: m[1])):
-                found = re.search(pattern, block)
-                if found:
-                    ev[name] = conv(found)
-            evs.append(ev)
-        return evs
-
-    def wait(self, pred, what):
-        return wait_until(lambda: (lambda evs: evs if pred(evs) else None)(self.events()),
-                          15, what)
-
-    def buttons(self, n):
-        """Waits for n presses and their releases: [(type, button, root, state)]."""
-        evs = self.wait(lambda evs: len([e for e in evs if e["type"] == "ButtonRelease"]) >= n,
-                        "%d button releases" % n)
-        return [(e["type"], e["button"], e["root"], e["state"]) for e in evs
-                if e["type"] in ("ButtonPress", "ButtonRelease")]
-
-    def keys(self, last):
-        """Waits for the release of `last`: [(type, keysym, state)]."""
-        evs = self.wait(lambda evs: any(e["type"] == "KeyRelease" and e["keysym"] == last
-                                        for e in evs), "the release of " + last)
-        return [(e["type"], e["keysym"], e["state"]) for e in evs
-                if e["type"] in ("KeyPress", "KeyRelease")]
-
-
-def presses(evs):
-    return [(b, root, state) for t, b, root, state in evs if t == "ButtonPress"]
-
-
-def typed(evs):
-    return [k for t, k, _ in evs if t == "KeyPress"]
+def Xev():
+    return XevLog(bash)
 
 
 class Base(unittest.TestCase):
@@ -465,6 +387,14 @@ class Sandbox(unittest.TestCase):
                     key=key)
         self.assertEqual(r.status, 409, r.body)
         self.assertIn("display", r.json["error"]["message"])
+        # A batch whose first call finds no display has nothing to tell the
+        # agent: the same 409, nothing answered in the vendor's shape.
+        for body in ({"content": [{"type": "tool_use", "id": "t", "name": "screenshot",
+                                   "toolset_name": "computer", "input": {}}]},
+                     {"type": "computer_call", "call_id": "c",
+                      "actions": [{"type": "click", "button": "left", "x": 1, "y": 1}]}):
+            r = srv.req("POST", "/v1/computers/%s/computer-use" % sb, body, key=key)
+            self.assertEqual(r.status, 409, r.body)
         srv.ok("DELETE", "/v1/computers/" + sb, key=key)
 
 

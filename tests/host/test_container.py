@@ -443,7 +443,9 @@ class Limits(ContainerTest):
         print("\ncpu quota 0.5: used %.2f CPU-s in %.2f s = %.2f CPUs" % (used, wall, ratio),
               file=sys.stderr)
         self.assertLessEqual(ratio, 0.5 * 1.15)
-        self.assertGreater(ratio, 0.2)  # the loops did run
+        # The loops did run (at least a tenth of the quota: on a starved
+        # host they get less than the quota, which is not what this tests).
+        self.assertGreater(ratio, 0.05)
         if c.state["cgroups"]["version"] == 1:
             stat = dict(l.split() for l in read(c.cgroup_dir("cpu") + "/cpu.stat").splitlines())
             self.assertGreater(int(stat["nr_throttled"]), 0)

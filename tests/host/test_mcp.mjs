@@ -78,7 +78,8 @@ describe("the SDK client", () => {
 			"create_computer", "list_computers", "get_computer", "stop_computer", "start_computer",
 			"delete_computer", "screenshot", "left_click", "type", "key", "hotkey", "scroll",
 			"drag", "move_cursor", "windows", "get_accessibility_tree", "bash", "python",
-			"read_file", "write_file", "stream_url", "get_cursor_position", "list_templates",
+			"read_file", "write_file", "stream_url", "preview_url", "cdp_url", "get_cursor_position",
+			"start_recording", "stop_recording", "computer_use", "list_templates",
 		]) {
 			assert.ok(byName[name], `no tool ${name}`);
 			assert.equal(byName[name].inputSchema.type, "object");
@@ -120,6 +121,19 @@ describe("the SDK client", () => {
 		assert.deepEqual(pngSize(Buffer.from(full.content[0].data, "base64")), [1280, 800]);
 		assert.match(full.content[1].text, /scale 1/);
 
+		// computer_use through the official client: a toolset turn, the vendor's
+		// answer as structuredContent, its screenshot as image content.
+		const turn = await call("computer_use", {
+			computer_id: computer, display: { width: 640, height: 400 }, call: { content: [
+				{ type: "tool_use", id: "toolu_m1", name: "mouse_move", toolset_name: "computer", input: { coordinate: [160, 60] } },
+				{ type: "tool_use", id: "toolu_m2", name: "screenshot", toolset_name: "computer", input: {} }] },
+		});
+		const [t1, t2] = turn.structuredContent.content;
+		assert.deepEqual(t1, { type: "tool_result", tool_use_id: "toolu_m1", toolset_name: "computer", content: [{ type: "text", text: "Moved the mouse." }] });
+		assert.equal(t2.content[0].source.data, turn.content[1].data);
+		assert.deepEqual(pngSize(Buffer.from(turn.content[1].data, "base64")), [640, 400]);
+		assert.match(turn.content[0].text, /^2 of 2 calls done/);
+
 		const clicked = await call("left_click", { computer_id: computer, x: 321, y: 123 });
 		assert.deepEqual([clicked.structuredContent.x, clicked.structuredContent.y], [321, 123]);
 		const pos = await call("get_cursor_position", { computer_id: computer });
@@ -139,6 +153,13 @@ describe("the SDK client", () => {
 
 		const st = await call("stream_url", { computer_id: computer, ttl_s: 30, view_only: true });
 		assert.match(st.structuredContent.embed_url, new RegExp(`^http://127\\.0\\.0\\.1:${srv.port}/embed/${computer}\\?token=`));
+
+		const rec = await call("start_recording", { computer_id: computer });
+		assert.equal(rec.structuredContent.state, "recording");
+		await call("move_cursor", { computer_id: computer, x: 3, y: 4 });
+		const recDone = await call("stop_recording", { computer_id: computer, recording_id: rec.structuredContent.id, keep: true });
+		assert.deepEqual([recDone.structuredContent.state, recDone.structuredContent.keep, recDone.structuredContent.actions], ["stopped", true, 1]);
+		assert.match(await callFails("stop_recording", { computer_id: computer, recording_id: "rec-nope" }), /not_found/);
 
 		const listed = await call("list_computers", { state: "running" });
 		assert.deepEqual(listed.structuredContent.computers.map((x) => x.id), [computer]);

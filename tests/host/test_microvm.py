@@ -151,6 +151,18 @@ class Sandbox(unittest.TestCase):
             srv.ok("PUT", path, data, key=key)
             self.assertEqual(srv.req("GET", path, key=key).body, data)
 
+        with self.subTest("a preview reaches a port of the VM through envd's forward"):
+            srv.act(cid, "write_file", {"path": "/tmp/www/hello.txt", "content": "from the vm"},
+                    key=key)
+            bash(cid, "(setsid python3 -m http.server 8127 --bind 127.0.0.1 --directory "
+                      "/tmp/www >/dev/null 2>&1 &)")
+            g = srv.ok("POST", "/v1/computers/%s/previews" % cid, {"port": 8127}, key=key,
+                       status=201)
+            cookie = srv.preview_get(g["url"]).headers["set-cookie"].split(";")[0]
+            host = g["url"].split("/")[2]
+            wait_until(lambda: srv.preview_get(host, "/hello.txt", headers={
+                "Cookie": cookie}).body == b"from the vm", 60, "the VM's server")
+
         with self.subTest("outbound only: not the host, not link-local, not 10.0.2.2"):
             self.assertTrue(net.host_reaches_link_local())
             remote = (net.remote, net.remote_port)

@@ -22,7 +22,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 METHODS = ("get", "post", "put", "delete", "patch", "options")
 # What each path parameter is set to: names nothing (or a real asset).
 VALUES = {"id": "c-nothere", "workspace": "ws-nothere", "key_id": "key-nothere",
-          "session": "s-nothere", "asset": "embed.js", "name": "t-nothere"}
+          "session": "s-nothere", "asset": "embed.js", "port": "3000",
+          "rid": "rec-nothere", "name": "t-nothere"}
 QUERY = "?path=x&token=t&confirm=ws-nothere"
 
 
@@ -117,6 +118,67 @@ class RouterSource(unittest.TestCase):
             self.assertTrue(any(p == lit or (lit.endswith("/") and p.startswith(lit))
                                 for p in paths), "the router matches %r: not in the document"
                             % lit)
+
+
+class Declared(unittest.TestCase):
+    """Static, for what a call with dummy values cannot see: every query
+    parameter the router and the handlers read is declared on some
+    operation, and the document's error codes are exactly the server's."""
+
+    @classmethod
+    def setUpClass(cls):
+        with open(os.path.join(ROOT, "docs", "openapi.json")) as f:
+            cls.doc = json.load(f)
+
+    def params(self):
+        comp = self.doc["components"]["parameters"]
+        out = set()
+        for item in self.doc["paths"].values():
+            ops = [item] + [item[m] for m in METHODS if m in item]
+            for op in ops:
+                for p in op.get("parameters", []):
+                    p = comp[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p
+                    out.add((p["in"], p["name"]))
+        return out
+
+    def test_every_query_parameter_read_is_declared(self):
+        src = ""
+        for name in sorted(os.listdir(os.path.join(ROOT, "host", "api"))):
+            if name.endswith(".c"):
+                with open(os.path.join(ROOT, "host", "api", name)) as f:
+                    src += f.read()
+        read = set(re.findall(r'(?:httpd_query|api_query_int|api_query_time)\(req, "([a-z_]+)"',
+                              src))
+        self.assertTrue({"wait", "timeout_s", "path", "token", "from", "hostname"} <= read, read)
+        declared = {name for where, name in self.params() if where == "query"}
+        self.assertEqual(read - declared, set(), "read by cubicled, not in docs/openapi.json")
+
+    def test_error_codes_are_the_servers(self):
+        with open(os.path.join(ROOT, "wire", "err.c")) as f:
+            names = set(re.findall(r'\[ERR_[A-Z_]+\] = \{\d+, "([a-z_]+)"\}', f.read()))
+        names.discard("ok")
+        with open(os.path.join(ROOT, "wire", "httpd.c")) as f:
+            if '"request_timeout"' in f.read():  # httpd's own 408
+                names.add("request_timeout")
+        self.assertGreater(len(names), 10)
+        enum = self.doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"][
+            "code"]["enum"]
+        self.assertEqual(set(enum), names)
+        # ... and the Error response's prose names each, with its status.
+        prose = self.doc["components"]["responses"]["Error"]["description"]
+        for n in names:
+            self.assertIn(n + " (", prose, n)
+
+    def test_every_operation_answers_something_described(self):
+        for template, item in self.doc["paths"].items():
+            for m in METHODS:
+                if m not in item:
+                    continue
+                op = item[m]
+                self.assertIn("operationId", op, (m, template))
+                codes = set(op["responses"])
+                self.assertTrue(codes & {"200", "201", "202", "204", "101", "405"},
+                                (m, template, codes))
 
 
 if __name__ == "__main__":

@@ -137,6 +137,23 @@ class Files(unittest.TestCase):
 
 
 class Desktop(unittest.TestCase):
+    def test_recording(self):
+        r = desktop.start_recording()
+        self.assertEqual((r["state"], r["width"], r["height"]), ("recording", 1024, 768))
+        desktop.move_cursor(7, 8)
+        self.assertEqual([x["id"] for x in desktop.recordings()], [r["id"]])
+        done = desktop.stop_recording(r["id"], keep=True)
+        self.assertEqual((done["state"], done["keep"], done["actions"]), ("stopped", True, 1))
+        track = desktop.recording_actions(r["id"])["actions"]
+        self.assertEqual([(a["action"], a["params"], a["status"]) for a in track],
+                         [("move_cursor", {"x": 7, "y": 8}, 200)])
+        webm = desktop.download_recording(r["id"])
+        self.assertEqual(webm[:4], b"\x1a\x45\xdf\xa3")  # EBML: a WebM
+        self.assertEqual(len(webm), done["bytes"])
+        self.assertTrue(desktop.delete_recording(r["id"])["deleted"])
+        with self.assertRaises(cubicle.NotFound):
+            desktop.recording_actions(r["id"])
+
     def test_mouse(self):
         desktop.left_click(100, 200)
         self.assertEqual(desktop.get_cursor_position()["x"], 100)
@@ -199,6 +216,18 @@ class Desktop(unittest.TestCase):
         conn.close()
         self.assertEqual(status, 200)
         self.assertIn("view_only=1", desktop.stream_url(view_only=True))
+        self.assertEqual(desktop.revoke_streams()["ok"], True)
+
+    def test_computer_use_and_connect_tokens(self):
+        # The same surface as the TypeScript SDK (sdk/js).
+        out = desktop.computer_use({"type": "tool_use", "id": "toolu_9", "name": "computer",
+                                    "input": {"action": "cursor_position"}})
+        self.assertEqual((out["type"], out["tool_use_id"]), ("tool_result", "toolu_9"))
+        out = desktop.computer_use({"type": "move", "x": 5, "y": 6}, dialect="openai")
+        self.assertEqual(out["type"], "computer_call_output")
+        tok = client.connect_token(kind="sandbox", ttl_s=60)
+        self.assertEqual(tok["kind"], "sandbox")
+        self.assertIn("--connect", tok["command"])
 
 
 class Templates(unittest.TestCase):
@@ -231,11 +260,29 @@ class Templates(unittest.TestCase):
 
 
 class Errors(unittest.TestCase):
+    def test_preview_and_cdp(self):
+        p = sandbox.preview(8124, ttl_s=60)
+        self.assertTrue(p["url"].startswith("http://8124-%s.localhost:" % sandbox.id))
+        self.assertEqual(sandbox.preview_url(8125).split("/")[2].split(".")[0],
+                         "8125-" + sandbox.id)
+        self.assertEqual({x["port"] for x in sandbox.previews()}, {8124, 8125})
+        sandbox.revoke_preview(8125)
+        self.assertEqual([x["port"] for x in sandbox.previews()], [8124])
+        with self.assertRaises(cubicle.InvalidParameter) as cm:
+            sandbox.preview(0)
+        self.assertEqual(cm.exception.param, "port")
+        with self.assertRaises(cubicle.Conflict):
+            sandbox.cdp()
+        c = desktop.cdp(ttl_s=60)
+        self.assertIn("/devtools/browser/", c["ws_url"])
+        self.assertTrue(c["http_url"].startswith("http://127.0.0.1:"))
+
     def test_unknown_computer(self):
         with self.assertRaises(cubicle.NotFound) as cm:
             Computer.get("c-0000000000000000", client=client)
         e = cm.exception
         self.assertEqual((e.code, e.status), ("not_found", 404))
+        self.assertRegex(e.request_id, r"^[0-9a-f]{16}$")
         self.assertIn("c-0000000000000000", e.message)
         self.assertIsInstance(e, cubicle.CubicleError)
 

@@ -257,7 +257,7 @@ class TestRunPython(RunnerCase, unittest.TestCase):
         self.assertEqual(after["errors"], before["errors"] + 1)
         self.assertEqual(after["by_language"]["python"], before.get("by_language", {}).get("python", 0) + 2)
         self.assertEqual(self.cd.ok("GET", "/v1/usage", key=self.key2)["total"]["cost_nanodollars"], 0)
-        m = self.cd.req("GET", "/metrics", key=None).body.decode()
+        m = self.cd.req("GET", "/metrics").body.decode()
         self.assertRegex(m, r'cubicle_runs_total\{language="python"\} [1-9]')
         self.assertRegex(m, r'cubicle_run_errors_total\{language="python",type="exception"\} [1-9]')
         self.assertRegex(m, r'cubicle_run_duration_seconds_count\{language="python"\} [1-9]')

@@ -1,8 +1,11 @@
 /*
- * store: workspaces, keys, computers and the usage ledger against a real
- * SQLite database in a fresh temporary directory per test (cmocka).
- * Includes a SIGKILL of a process mid-ledger and concurrent use from
- * several threads.
+ * store: workspaces, keys, computers and the usage ledger (cmocka), every
+ * case twice: against a real SQLite database in a fresh temporary
+ * directory, and against a real PostgreSQL 15 server the binary starts
+ * (store-fixture.h), a fresh database per case. Includes a SIGKILL of a
+ * process mid-ledger and concurrent use from several threads; the
+ * cluster's cases (hosts, placement, fencing, outages) are in
+ * store-cluster.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,67 +19,18 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "store-internal.h" /* store_lock: to hold the store busy */
+#include "store-fixture.h"
+#include "store-internal.h" /* store_lock: to hold the store busy; the migrations */
+#include "store-recordings.h"
 #include "store-templates.h"
 #include "store.h"
 
-struct fixture {
-	char dir[64];
-	char path[128];
-	struct store *s;
-};
-
-static int fixture_setup(void **state)
-{
-	struct fixture *f = calloc(1, sizeof *f);
-	snprintf(f->dir, sizeof f->dir, "/tmp/cubicle-store-XXXXXX");
-	if (!mkdtemp(f->dir))
-		return -1;
-	snprintf(f->path, sizeof f->path, "%s/cubicle.db", f->dir);
-	struct err e = {0};
-	f->s = store_open(f->path, &e);
-	if (!f->s) {
-		fprintf(stderr, "store_open: %s\n", e.message);
-		return -1;
-	}
-	*state = f;
-	return 0;
-}
-
-static int fixture_teardown(void **state)
-{
-	struct fixture *f = *state;
-	store_close(f->s);
-	DIR *d = opendir(f->dir);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		char p[512];
-		snprintf(p, sizeof p, "%s/%s", f->dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(f->dir);
-	free(f);
-	return 0;
-}
-
-/* Closes and reopens the fixture's store. */
-static void fixture_reopen(struct fixture *f)
-{
-	struct err e = {0};
-	store_close(f->s);
-	f->s = store_open(f->path, &e);
-	if (!f->s)
-		fail_msg("reopen: %s", e.message);
-}
+/* store-cluster.c's cases, on the current pass's back end. */
+int store_cluster_run(const char *name);
 
 static bool is_hex(const char *p, size_t n)
 {
@@ -270,26 +224,43 @@ static void test_keys(void **state)
 	assert_int_equal(store_key_create(f->s, "", other, &e), -1);
 	assert_int_equal(e.code, ERR_INVALID);
 
-	/* The plaintext is in neither the database nor its WAL, while open
-	 * and after close (checkpointed). */
-	char wal[160];
-	snprintf(wal, sizeof wal, "%s-wal", f->path);
-	assert_true(file_contains(wal, w.id)); /* the check can see what is there */
-	assert_false(file_contains(wal, key + 3));
-	assert_false(file_contains(f->path, key + 3));
-	assert_false(file_contains(wal, admin_key + 3));
-	fixture_reopen(f);
-	assert_int_equal(store_key_lookup(f->s, key, ws, &admin, &e), 0);
-	assert_string_equal(ws, w.id);
-	store_close(f->s);
-	f->s = NULL;
-	assert_true(file_contains(f->path, w.id));
-	assert_false(file_contains(f->path, key + 3));
-	assert_false(file_contains(f->path, admin_key + 3));
-	struct stat st;
-	assert_int_equal(stat(f->path, &st), 0);
-	assert_int_equal(st.st_mode & 0777, 0600);
-	fixture_reopen(f);
+	if (f->pg) {
+		/* The plaintext is in no column of any key's row; the check can
+		 * see what is there (the prefix shown to the admin). */
+		char sql[256];
+		snprintf(sql, sizeof sql,
+			 "SELECT COUNT(*) FROM api_keys k WHERE position('%.11s' in"
+			 " row_to_json(k)::text) > 0",
+			 key);
+		assert_int_equal(fixture_sql_int(f, sql), 1);
+		snprintf(sql, sizeof sql,
+			 "SELECT COUNT(*) FROM api_keys k WHERE position('%s' in"
+			 " row_to_json(k)::text) > 0 OR position('%s' in row_to_json(k)::text) > 0",
+			 key + 3, admin_key + 3);
+		assert_int_equal(fixture_sql_int(f, sql), 0);
+		fixture_reopen(f);
+	} else {
+		/* The plaintext is in neither the database nor its WAL, while
+		 * open and after close (checkpointed). */
+		char wal[600];
+		snprintf(wal, sizeof wal, "%s-wal", f->where);
+		assert_true(file_contains(wal, w.id)); /* the check can see what is there */
+		assert_false(file_contains(wal, key + 3));
+		assert_false(file_contains(f->where, key + 3));
+		assert_false(file_contains(wal, admin_key + 3));
+		fixture_reopen(f);
+		assert_int_equal(store_key_lookup(f->s, key, ws, &admin, &e), 0);
+		assert_string_equal(ws, w.id);
+		store_close(f->s);
+		f->s = NULL;
+		assert_true(file_contains(f->where, w.id));
+		assert_false(file_contains(f->where, key + 3));
+		assert_false(file_contains(f->where, admin_key + 3));
+		struct stat st;
+		assert_int_equal(stat(f->where, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0600);
+		fixture_reopen(f);
+	}
 
 	/* Revocation: twice is fine; a never-created key is not found. */
 	assert_int_equal(store_key_revoke(f->s, key, &e), 0);
@@ -308,9 +279,9 @@ static void test_keys(void **state)
 static void test_computer_state_names(void **state)
 {
 	(void)state;
-	static const char *const names[] = {"provisioning", "running",	"stopping",
-					    "stopped",	    "starting", "deleting",
-					    "deleted",	    "error",	"offline"};
+	static const char *const names[] = {"provisioning", "running",	"stopping", "stopped",
+					    "starting",	    "deleting", "deleted",  "error",
+					    "offline",	    "lost"};
 	for (int i = 0; i < COMPUTER_STATES; i++) {
 		enum computer_state s;
 		assert_string_equal(computer_state_name((enum computer_state)i), names[i]);
@@ -652,7 +623,7 @@ static void test_usage_arithmetic(void **state)
 
 	/* md: running 1500 ms, stopped 2500 ms, then nothing. */
 	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", "running", t0, &e), 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 1); /* md's segment */
 	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", "stopped", t0 + 1500, &e), 0);
 	assert_int_equal(store_usage_switch(f->s, md.id, w.id, "md", NULL, t0 + 4000, &e), 0);
 	/* small: running 10 s from t0 + 2000 (open, ticked). */
@@ -661,7 +632,7 @@ static void test_usage_arithmetic(void **state)
 	/* The other workspace: xl running 1 s. */
 	assert_int_equal(store_usage_switch(f->s, elsewhere.id, other.id, "xl", "running", t0, &e),
 			 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 12000, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 12000, &e), 2); /* small, elsewhere */
 	assert_int_equal(
 	    store_usage_switch(f->s, elsewhere.id, other.id, "xl", NULL, t0 + 1000, &e), 0);
 
@@ -795,8 +766,8 @@ static void test_usage_switch_and_open_segments(void **state)
 	assert_int_equal(store_usage_switch(f->s, b.id, w.id, "sm", "stopped", t0 + 100, &e), 0);
 	/* Switching to the same state again just starts a new segment. */
 	assert_int_equal(store_usage_switch(f->s, a.id, w.id, "xs", "running", t0 + 50, &e), 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 0);
-	/* A tick never moves an end backwards. */
+	assert_int_equal(store_usage_tick(f->s, t0 + 1000, &e), 2); /* rows it moved */
+	/* A tick never moves an end backwards (and says it moved nothing). */
 	assert_int_equal(store_usage_tick(f->s, t0 + 900, &e), 0);
 
 	assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
@@ -899,12 +870,10 @@ static void test_key_lookup_never_waits(void **state)
 	assert_int_equal(a.rc, 0);
 	assert_string_equal(a.ws, w.id);
 
-	/* Another connection revokes it: the update hook cannot see that. */
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE api_keys SET revoked_ms = 1", NULL, NULL, NULL),
-			 SQLITE_OK);
-	sqlite3_close(db);
+	/* Another connection revokes it, behind the store's back: invalidating
+	 * the table applies it (PostgreSQL's listener would too: see
+	 * test_revocation_reaches_other_host). */
+	assert_int_equal(fixture_sql(f, "UPDATE api_keys SET revoked_ms = 1"), 0);
 	store_keys_invalidate(f->s);
 	char ws[40];
 	bool admin;
@@ -928,7 +897,7 @@ static void test_reopen_finds_everything(void **state)
 	assert_int_equal(store_computer_update(f->s, &c, &e), 0);
 	const int64_t t0 = 1700000000000LL;
 	assert_int_equal(store_usage_switch(f->s, c.id, w.id, "small", "running", t0, &e), 0);
-	assert_int_equal(store_usage_tick(f->s, t0 + 3000, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 3000, &e), 1);
 
 	fixture_reopen(f);
 	struct store_workspace gw;
@@ -948,15 +917,9 @@ static void test_reopen_finds_everything(void **state)
 	assert_int_equal(segs[0].end_ms, t0 + 3000);
 	free(segs);
 
-	/* The schema version is recorded. */
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	sqlite3_stmt *st;
-	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	assert_true(sqlite3_column_int(st, 0) >= 1); /* one per migration */
-	sqlite3_finalize(st);
-	sqlite3_close(db);
+	/* The schema version is recorded (one per migration). */
+	assert_true(fixture_sql_int(f, f->pg ? "SELECT version FROM cubicle_schema"
+					     : "PRAGMA user_version") >= 1);
 	store_computer_clear(&c);
 }
 
@@ -983,10 +946,10 @@ static void test_kill9_keeps_last_tick(void **state)
 	if (pid == 0) {
 		close(pipefd[0]);
 		struct err ce = {0};
-		struct store *cs = store_open(f->path, &ce);
+		struct store *cs = store_open(f->where, &ce);
 		int ok = cs != NULL;
 		for (int i = 1; ok && i <= 5; i++)
-			ok = store_usage_tick(cs, t0 + i * 1000, &ce) == 0;
+			ok = store_usage_tick(cs, t0 + i * 1000, &ce) == 1;
 		if (ok)
 			ok = store_computer_touch(cs, c.id, c.created_ms + 5000, &ce) == 0;
 		char r = ok ? 'y' : 'n';
@@ -1005,7 +968,7 @@ static void test_kill9_keeps_last_tick(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
-	f->s = store_open(f->path, &e);
+	f->s = store_open(f->where, &e);
 	assert_non_null(f->s);
 	struct store_open_segment *segs;
 	size_t n;
@@ -1136,6 +1099,7 @@ static void test_commit_state_and_usage_together(void **state)
 struct racer {
 	struct store *s;
 	const char *ws;
+	pthread_barrier_t *go;
 	int rc;
 	enum err_code code;
 };
@@ -1143,6 +1107,7 @@ struct racer {
 static void *racer_run(void *arg)
 {
 	struct racer *r = arg;
+	pthread_barrier_wait(r->go);
 	struct store_computer c;
 	memset(&c, 0, sizeof c);
 	snprintf(c.workspace, sizeof c.workspace, "%s", r->ws);
@@ -1158,7 +1123,8 @@ static void *racer_run(void *arg)
 	return NULL;
 }
 
-/* Creates at once from several threads: exactly the limit get in. */
+/* Creates at once from several threads, each on a connection of its own
+ * (as several hosts would): exactly the limit get in. */
 static void test_commit_limit_under_concurrent_inserts(void **state)
 {
 	struct fixture *f = *state;
@@ -1169,18 +1135,24 @@ static void test_commit_limit_under_concurrent_inserts(void **state)
 	make_computer(f->s, w.id, "sandbox", "xs", "stopped", &stopped); /* holds nothing */
 	struct racer r[RACERS];
 	pthread_t th[RACERS];
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, RACERS);
 	for (int i = 0; i < RACERS; i++) {
-		r[i] = (struct racer){.s = f->s, .ws = w.id};
-		assert_int_equal(pthread_create(&th[i], NULL, racer_run, &r[i]), 0);
+		r[i] = (struct racer){.s = fixture_open_another(f, &e), .ws = w.id, .go = &go};
+		assert_non_null(r[i].s);
 	}
+	for (int i = 0; i < RACERS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, racer_run, &r[i]), 0);
 	int ok = 0;
 	for (int i = 0; i < RACERS; i++) {
 		pthread_join(th[i], NULL);
+		store_close(r[i].s);
 		if (r[i].rc == 0)
 			ok++;
 		else
 			assert_int_equal(r[i].code, ERR_LIMIT);
 	}
+	pthread_barrier_destroy(&go);
 	assert_int_equal(ok, RACE_LIMIT);
 	int n = 0;
 	assert_int_equal(store_computer_count_running(f->s, w.id, &n, &e), 0);
@@ -1217,7 +1189,7 @@ static void test_kill9_between_state_and_usage(void **state)
 		if (pid == 0) {
 			close(pipefd[0]);
 			struct err ce = {0};
-			struct store *cs = store_open(f->path, &ce);
+			struct store *cs = store_open(f->where, &ce);
 			for (int i = 0; cs; i++) {
 				bool stop = i % 2 == 0;
 				set_state(&c, stop ? "stopping" : "running");
@@ -1241,7 +1213,7 @@ static void test_kill9_between_state_and_usage(void **state)
 		int status;
 		assert_int_equal(waitpid(pid, &status, 0), pid);
 		assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-		struct store *s = store_open(f->path, &e);
+		struct store *s = store_open(f->where, &e);
 		assert_non_null(s);
 		struct store_computer g;
 		assert_int_equal(store_computer_get(s, c.id, NULL, &g, &e), 0);
@@ -1251,7 +1223,7 @@ static void test_kill9_between_state_and_usage(void **state)
 		store_computer_clear(&g);
 		store_close(s);
 	}
-	f->s = store_open(f->path, &e);
+	f->s = store_open(f->where, &e);
 	assert_non_null(f->s);
 	store_computer_clear(&c);
 }
@@ -1313,26 +1285,34 @@ static void test_newer_schema_is_refused(void **state)
 	struct fixture *f = *state;
 	store_close(f->s);
 	f->s = NULL;
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	sqlite3_stmt *st;
-	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	char restore[64];
-	snprintf(restore, sizeof restore, "PRAGMA user_version = %d", sqlite3_column_int(st, 0));
-	sqlite3_finalize(st);
-	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
+	const char *version_sql =
+	    f->pg ? "SELECT version FROM cubicle_schema" : "PRAGMA user_version";
+	int64_t version = fixture_sql_int(f, version_sql);
+	assert_true(version >= 1);
+	char sql[96];
+	snprintf(sql, sizeof sql,
+		 f->pg ? "UPDATE cubicle_schema SET version = %d" : "PRAGMA user_version = %d", 99);
+	assert_int_equal(fixture_sql(f, sql), 0);
 	struct err e = {0};
-	assert_null(store_open(f->path, &e));
+	assert_null(store_open(f->where, &e));
 	assert_int_equal(e.code, ERR_INTERNAL);
 	assert_non_null(strstr(e.message, "schema version 99"));
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, restore, NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
-	f->s = store_open(f->path, &e);
+	snprintf(sql, sizeof sql,
+		 f->pg ? "UPDATE cubicle_schema SET version = %d" : "PRAGMA user_version = %d",
+		 (int)version);
+	assert_int_equal(fixture_sql(f, sql), 0);
+	f->s = store_open(f->where, &e);
 	assert_non_null(f->s);
 
+	/* A database that is not there: a clear error naming it. */
+	if (f->pg) {
+		char uri[600];
+		pgserver_uri("nosuchdb", uri, sizeof uri);
+		assert_null(store_open(uri, &e));
+		assert_int_equal(e.code, ERR_UNAVAILABLE);
+		assert_non_null(strstr(e.message, "cannot connect to the database"));
+		assert_non_null(strstr(e.message, "does not exist"));
+	}
 	assert_null(store_open("/nonexistent-dir/x.db", &e));
 	assert_int_equal(e.code, ERR_INTERNAL);
 	assert_non_null(strstr(e.message, "/nonexistent-dir/x.db"));
@@ -1364,7 +1344,7 @@ static void *worker_run(void *arg)
 		int rc = 0;
 		switch ((i + w->index) % 4) {
 		case 0:
-			rc = store_usage_tick(w->s, now, &e);
+			rc = store_usage_tick(w->s, now, &e) < 0 ? -1 : 0;
 			break;
 		case 1:
 			rc = store_computer_touch(w->s, w->c->id, now, &e);
@@ -1640,6 +1620,399 @@ static void test_templates(void **state)
 	store_template_clear(&g);
 }
 
+static void collect_preview(void *ctx, const struct store_preview *p)
+{
+	struct store_preview *out = ctx;
+	for (int i = 0; i < 4; i++) {
+		if (!out[i].computer[0]) {
+			out[i] = *p;
+			return;
+		}
+	}
+}
+
+/* Previews: a public span, a revocation that ends it, values that only
+ * grow, a reopen, and pruning once expired. */
+static void test_previews(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_preview p = {.computer = "c-1",
+				  .port = 3000,
+				  .public_since_ms = 100,
+				  .public_until_ms = 9000,
+				  .issued_ms = 100,
+				  .expires_ms = 9000};
+	assert_int_equal(store_preview_put(f->s, &p, &e), 0);
+	/* A later token: issued and expiry grow, the public span stays. */
+	struct store_preview later = {
+	    .computer = "c-1", .port = 3000, .issued_ms = 200, .expires_ms = 8000};
+	assert_int_equal(store_preview_put(f->s, &later, &e), 0);
+	/* Port 0 (a stop) of c-1, and c-2's port revoked. */
+	struct store_preview stop = {
+	    .computer = "c-1", .port = 0, .revoked_ms = 300, .expires_ms = 20000};
+	assert_int_equal(store_preview_put(f->s, &stop, &e), 0);
+	struct store_preview rev = {.computer = "c-2",
+				    .port = 80,
+				    .public_since_ms = 50,
+				    .public_until_ms = 9000,
+				    .expires_ms = 9000};
+	assert_int_equal(store_preview_put(f->s, &rev, &e), 0);
+	struct store_preview rev2 = {
+	    .computer = "c-2", .port = 80, .revoked_ms = 400, .expires_ms = 5000};
+	assert_int_equal(store_preview_put(f->s, &rev2, &e), 0);
+	fixture_reopen(f);
+	struct store_preview got[4];
+	memset(got, 0, sizeof got);
+	assert_int_equal(store_previews(f->s, 1000, collect_preview, got, &e), 0);
+	int seen = 0;
+	for (int i = 0; i < 4 && got[i].computer[0]; i++, seen++) {
+		if (strcmp(got[i].computer, "c-1") == 0 && got[i].port == 3000) {
+			assert_int_equal(got[i].public_since_ms, 100);
+			assert_int_equal(got[i].public_until_ms, 9000);
+			assert_int_equal(got[i].issued_ms, 200);
+			assert_int_equal(got[i].expires_ms, 9000);
+		} else if (strcmp(got[i].computer, "c-1") == 0) {
+			assert_int_equal(got[i].port, 0);
+			assert_int_equal(got[i].revoked_ms, 300);
+		} else {
+			/* The revocation ended the public span; expiry never shrinks. */
+			assert_int_equal(got[i].public_until_ms, 0);
+			assert_int_equal(got[i].revoked_ms, 400);
+			assert_int_equal(got[i].expires_ms, 9000);
+		}
+	}
+	assert_int_equal(seen, 3);
+	memset(got, 0, sizeof got);
+	assert_int_equal(store_previews(f->s, 10000, collect_preview, got, &e), 0);
+	assert_string_equal(got[0].computer, "c-1"); /* only the stop's row is left */
+	assert_int_equal(got[0].port, 0);
+	assert_int_equal(got[1].computer[0], 0);
+	struct store_preview bad = {.computer = "", .port = 1};
+	assert_int_equal(store_preview_put(f->s, &bad, &e), -1);
+}
+
+/* Recordings: the filters of find, get as a workspace sees it, what an
+ * update writes and what it keeps, the retention rule, delete. */
+static void test_recordings(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_recording a = {.id = "rec-a",
+				    .computer = "c-1",
+				    .workspace = "w-1",
+				    .state = "recording",
+				    .started_ms = 1000};
+	struct store_recording b = {.id = "rec-b",
+				    .computer = "c-2",
+				    .workspace = "w-1",
+				    .state = "stopped",
+				    .keep = true,
+				    .started_ms = 2000,
+				    .stopped_ms = 5000,
+				    .duration_ms = 3000,
+				    .bytes = 5000000000ULL, /* past 32 bits */
+				    .frames = 42,
+				    .actions = 7,
+				    .width = 1280,
+				    .height = 800,
+				    .reason = "stopped"};
+	struct store_recording c = {.id = "rec-c",
+				    .computer = "c-3",
+				    .workspace = "w-2",
+				    .state = "failed",
+				    .started_ms = 3000,
+				    .stopped_ms = 3500,
+				    .reason = "error",
+				    .error = "the recorder's 'screen' was 0x0"};
+	assert_int_equal(store_recording_insert(f->s, &a, &e), 0);
+	assert_int_equal(store_recording_insert(f->s, &b, &e), 0);
+	assert_int_equal(store_recording_insert(f->s, &c, &e), 0);
+	assert_int_equal(store_recording_insert(f->s, &a, &e), -1); /* its id is taken */
+	fixture_reopen(f);
+
+	struct store_recording *all;
+	size_t n;
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 3); /* oldest first */
+	assert_string_equal(all[0].id, "rec-a");
+	assert_string_equal(all[1].id, "rec-b");
+	assert_string_equal(all[2].id, "rec-c");
+	assert_string_equal(all[2].error, c.error);
+	assert_false(all[2].keep);
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, "c-2", NULL, NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(all[0].id, "rec-b");
+	assert_string_equal(all[0].workspace, "w-1");
+	assert_string_equal(all[0].state, "stopped");
+	assert_true(all[0].keep);
+	assert_int_equal(all[0].started_ms, 2000);
+	assert_int_equal(all[0].stopped_ms, 5000);
+	assert_int_equal(all[0].duration_ms, 3000);
+	assert_int_equal(all[0].bytes, 5000000000ULL);
+	assert_int_equal(all[0].frames, 42);
+	assert_int_equal(all[0].actions, 7);
+	assert_int_equal(all[0].width, 1280);
+	assert_int_equal(all[0].height, 800);
+	assert_string_equal(all[0].reason, "stopped");
+	assert_string_equal(all[0].error, "");
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, NULL, "w-1", NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 2);
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, "recording", 0, &all, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(all[0].id, "rec-a");
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, "c-1", "w-2", NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 0);
+	free(all);
+	/* Retention: kept, ended, and stopped before the cut (strictly). */
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, NULL, 6000, &all, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(all[0].id, "rec-b");
+	free(all);
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, NULL, 5000, &all, &n, &e), 0);
+	assert_int_equal(n, 0);
+	free(all);
+
+	/* get: only as its computer and workspace. */
+	struct store_recording g;
+	assert_int_equal(store_recording_get(f->s, "rec-b", "c-2", "w-1", &g, &e), 0);
+	assert_int_equal(g.bytes, 5000000000ULL);
+	assert_int_equal(store_recording_get(f->s, "rec-b", NULL, NULL, &g, &e), 0);
+	assert_int_equal(store_recording_get(f->s, "rec-b", "c-2", "w-2", &g, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_recording_get(f->s, "rec-b", "c-1", "w-1", &g, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+
+	/* update: every field but id, computer, workspace and started_ms. */
+	struct store_recording u = a;
+	snprintf(u.workspace, sizeof u.workspace, "w-2");
+	u.started_ms = 1;
+	snprintf(u.state, sizeof u.state, "stopped");
+	u.keep = true;
+	u.stopped_ms = 9000;
+	u.duration_ms = 8000;
+	u.frames = 3;
+	u.width = 640;
+	u.height = 480;
+	snprintf(u.reason, sizeof u.reason, "max_duration");
+	assert_int_equal(store_recording_update(f->s, &u, &e), 0);
+	assert_int_equal(store_recording_get(f->s, "rec-a", "c-1", "w-1", &g, &e), 0);
+	assert_int_equal(g.started_ms, 1000);
+	assert_string_equal(g.state, "stopped");
+	assert_true(g.keep);
+	assert_int_equal(g.stopped_ms, 9000);
+	assert_int_equal(g.frames, 3);
+	assert_int_equal(g.width, 640);
+	assert_string_equal(g.reason, "max_duration");
+
+	json_t *j = store_recording_json(&b);
+	assert_non_null(j);
+	assert_int_equal(json_integer_value(json_object_get(j, "bytes")), 5000000000LL);
+	assert_int_equal(json_integer_value(json_object_get(j, "stopped_at")), 5000);
+	assert_string_equal(json_string_value(json_object_get(j, "reason")), "stopped");
+	assert_null(json_object_get(j, "error"));
+	json_decref(j);
+
+	assert_int_equal(store_recording_delete(f->s, "rec-b", &e), 0);
+	assert_int_equal(store_recording_get(f->s, "rec-b", NULL, NULL, &g, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	assert_int_equal(store_recordings_find(f->s, NULL, NULL, NULL, 0, &all, &n, &e), 0);
+	assert_int_equal(n, 2);
+	free(all);
+}
+
+struct usage_total {
+	char ws[40], state[16];
+	double seconds;
+};
+
+static void collect_total(void *ctx, const char *ws, const char *rate_state, double seconds)
+{
+	struct usage_total *out = ctx;
+	for (int i = 0; i < 4; i++) {
+		if (!out[i].ws[0]) {
+			snprintf(out[i].ws, sizeof out[i].ws, "%s", ws);
+			snprintf(out[i].state, sizeof out[i].state, "%s", rate_state);
+			out[i].seconds = seconds;
+			return;
+		}
+	}
+	fail_msg("more than 4 totals");
+}
+
+/* The ledger's totals per workspace and rate state (/metrics), deleted
+ * computers' included. */
+static void test_usage_totals(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace w1, w2;
+	make_workspace(f->s, "acme", &w1);
+	make_workspace(f->s, "globex", &w2);
+	struct store_computer a, b, c;
+	make_computer(f->s, w1.id, "sandbox", "md", "running", &a);
+	make_computer(f->s, w1.id, "sandbox", "md", "running", &b);
+	make_computer(f->s, w2.id, "desktop", "small", "running", &c);
+	const int64_t t0 = 1700000000000LL;
+	assert_int_equal(store_usage_switch(f->s, a.id, w1.id, "md", "running", t0, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, a.id, w1.id, "md", "stopped", t0 + 1500, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, a.id, NULL, NULL, NULL, t0 + 2000, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, b.id, w1.id, "md", "running", t0, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, b.id, NULL, NULL, NULL, t0 + 250, &e), 0);
+	assert_int_equal(store_usage_switch(f->s, c.id, w2.id, "small", "running", t0, &e), 0);
+	assert_int_equal(store_usage_tick(f->s, t0 + 4000, &e), 1); /* c's segment is open */
+
+	struct usage_total got[4];
+	memset(got, 0, sizeof got);
+	assert_int_equal(store_usage_totals(f->s, collect_total, got, &e), 0);
+	int seen = 0;
+	for (int i = 0; i < 4 && got[i].ws[0]; i++, seen++) {
+		if (strcmp(got[i].ws, w1.id) == 0 && strcmp(got[i].state, "running") == 0)
+			assert_true(got[i].seconds == 1.75);
+		else if (strcmp(got[i].ws, w1.id) == 0 && strcmp(got[i].state, "stopped") == 0)
+			assert_true(got[i].seconds == 0.5);
+		else if (strcmp(got[i].ws, w2.id) == 0 && strcmp(got[i].state, "running") == 0)
+			assert_true(got[i].seconds == 4.0);
+		else
+			fail_msg("an unexpected total: %s %s", got[i].ws, got[i].state);
+	}
+	assert_int_equal(seen, 3);
+	store_computer_clear(&a);
+	store_computer_clear(&b);
+	store_computer_clear(&c);
+}
+
+/* ---- upgrades ------------------------------------------------------------ */
+
+/* A SQLite database as cubicled made it before the store had hosts (main's
+ * versions 6 and 8: previews are 7 and recordings 8, the cluster's columns
+ * and tables 9), with rows in it, upgrades in place and keeps them. */
+static void test_upgrade_from_older_sqlite(void **state)
+{
+	struct fixture *f = *state;
+	if (f->pg)
+		skip(); /* PostgreSQL's schema starts at today's */
+	/* The numbers databases in the field have. */
+	assert_true(store_lite_schema_version >= 9);
+	assert_ptr_equal(strstr(store_lite_migrations[6], "CREATE TABLE previews"),
+			 store_lite_migrations[6]);
+	assert_ptr_equal(strstr(store_lite_migrations[7], "CREATE TABLE recordings"),
+			 store_lite_migrations[7]);
+	assert_true(store_lite_schema_version >= 10);
+	assert_ptr_equal(strstr(store_lite_migrations[9], "CREATE TABLE templates"),
+			 store_lite_migrations[9]);
+	static const int from[] = {6, 8};
+	for (size_t k = 0; k < sizeof from / sizeof from[0]; k++) {
+		const int v = from[k];
+		store_close(f->s);
+		f->s = NULL;
+		static const char *const suffix[] = {"", "-wal", "-shm"};
+		for (int i = 0; i < 3; i++) {
+			char p[600];
+			snprintf(p, sizeof p, "%s%s", f->where, suffix[i]);
+			unlink(p);
+		}
+		assert_int_equal(fixture_sql(f, "PRAGMA journal_mode = WAL"), 0);
+		for (int i = 0; i < v; i++)
+			assert_int_equal(fixture_sql(f, store_lite_migrations[i]), 0);
+		char sql[64];
+		snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v);
+		assert_int_equal(fixture_sql(f, sql), 0);
+		assert_int_equal(
+		    fixture_sql(f, "INSERT INTO workspaces (id, name, created_ms)"
+				   " VALUES ('ws-old', 'old', 1);"
+				   "INSERT INTO computers (id, workspace, kind, size, isolation,"
+				   " state, created_ms, updated_ms) VALUES ('c-old', 'ws-old',"
+				   " 'desktop', 'small', 'container', 'running', 1, 1);"
+				   "INSERT INTO usage_segments (computer, workspace, size,"
+				   " rate_state, start_ms, end_ms) VALUES ('c-old', 'ws-old',"
+				   " 'small', 'running', 1000, 4000)"),
+		    0);
+		if (v >= 7)
+			assert_int_equal(
+			    fixture_sql(f, "INSERT INTO previews (computer, port, public_since_ms,"
+					   " public_until_ms, expires_ms) VALUES ('c-old', 3000,"
+					   " 10, 4000000000000, 4000000000000)"),
+			    0);
+		if (v >= 8)
+			assert_int_equal(
+			    fixture_sql(f,
+					"INSERT INTO recordings (id, computer, workspace,"
+					" state, keep, started_ms, stopped_ms) VALUES"
+					" ('rec-old', 'c-old', 'ws-old', 'stopped', 1, 100, 200)"),
+			    0);
+
+		struct err e = {0};
+		f->s = store_open(f->where, &e);
+		if (!f->s)
+			fail_msg("upgrading from version %d: %s", v, e.message);
+		assert_int_equal(fixture_sql_int(f, "PRAGMA user_version"),
+				 store_lite_schema_version);
+		assert_int_equal(fixture_sql_int(f, "SELECT COUNT(*) FROM sqlite_master WHERE name"
+						    " IN ('previews', 'recordings', 'hosts',"
+						    " 'stream_keys', 'computers_host', 'templates',"
+						    " 'computers_template')"),
+				 7);
+		/* What was there is there, the cluster's columns empty. */
+		struct store_computer g;
+		assert_int_equal(store_computer_get(f->s, "c-old", "ws-old", &g, &e), 0);
+		assert_int_equal(g.state, COMPUTER_RUNNING);
+		assert_string_equal(g.host, "");
+		assert_int_equal(g.epoch, 0);
+		assert_int_equal(g.reserved.mem_mb, 0);
+		assert_string_equal(g.template_id, "");
+		store_computer_clear(&g);
+		struct store_open_segment *segs;
+		size_t n;
+		assert_int_equal(store_usage_open_segments(f->s, &segs, &n, &e), 0);
+		assert_int_equal(n, 1);
+		assert_int_equal(segs[0].end_ms, 4000);
+		free(segs);
+		struct store_preview got[4];
+		memset(got, 0, sizeof got);
+		assert_int_equal(store_previews(f->s, 1000, collect_preview, got, &e), 0);
+		if (v >= 7) {
+			assert_string_equal(got[0].computer, "c-old");
+			assert_int_equal(got[0].public_until_ms, 4000000000000LL);
+		} else {
+			assert_int_equal(got[0].computer[0], 0);
+		}
+		struct store_recording r;
+		if (v >= 8) {
+			assert_int_equal(
+			    store_recording_get(f->s, "rec-old", "c-old", "ws-old", &r, &e), 0);
+			assert_true(r.keep);
+			assert_int_equal(r.stopped_ms, 200);
+		}
+		struct store_host *hosts;
+		assert_int_equal(store_host_list(f->s, &hosts, &n, &e), 0);
+		assert_int_equal(n, 0);
+		free(hosts);
+
+		/* And everything writes. */
+		struct store_computer c;
+		make_computer(f->s, "ws-old", "sandbox", "md", "running", &c);
+		assert_int_equal(
+		    store_usage_switch(f->s, c.id, "ws-old", "md", "running", 5000, &e), 0);
+		assert_int_equal(store_usage_tick(f->s, 6000, &e), 2);
+		store_computer_clear(&c);
+		struct store_preview p = {.computer = "c-new", .port = 80, .expires_ms = 9000};
+		assert_int_equal(store_preview_put(f->s, &p, &e), 0);
+		struct store_recording nr = {.id = "rec-new",
+					     .computer = "c-old",
+					     .workspace = "ws-old",
+					     .state = "recording",
+					     .started_ms = 7000};
+		assert_int_equal(store_recording_insert(f->s, &nr, &e), 0);
+		assert_int_equal(store_recording_get(f->s, "rec-new", "c-old", "ws-old", &r, &e),
+				 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1651,6 +2024,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_templates, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_revocations, fixture_setup,
 					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_previews, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_recordings, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_usage_totals, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_key_lookup_never_waits, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test(test_computer_state_names),
@@ -1682,7 +2058,28 @@ int main(void)
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, fixture_setup,
 					    fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_upgrade_from_older_sqlite, fixture_setup,
+					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_threads, fixture_setup, fixture_teardown),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	/* Every case on SQLite, then on PostgreSQL (one server for all). */
+	fixture_pg = false;
+	int failed = cmocka_run_group_tests_name("sqlite", tests, NULL, NULL);
+	failed += store_cluster_run("sqlite cluster");
+	char why[300];
+	bool skip;
+	if (pgserver_start(why, sizeof why, &skip) < 0) {
+		pgserver_remove();
+		if (skip) {
+			printf("SKIP: the PostgreSQL passes: %s\n", why);
+			return failed;
+		}
+		fprintf(stderr, "the PostgreSQL passes cannot run: %s\n", why);
+		return failed + 1;
+	}
+	fixture_pg = true;
+	failed += cmocka_run_group_tests_name("postgresql", tests, NULL, NULL);
+	failed += store_cluster_run("postgresql cluster");
+	pgserver_remove();
+	return failed;
 }

@@ -27,11 +27,11 @@ static void test_round_trip(void **state)
 	mint(t, "c-abc", true, 1000);
 	struct token_claims c;
 	struct err e = {0};
-	assert_int_equal(token_verify(key, t, "c-abc", 999, &c, &e), 0);
+	assert_int_equal(token_verify(key, t, "c-abc", TOKEN_SCOPE_STREAM, 999, &c, &e), 0);
 	assert_true(c.view_only);
 	assert_string_equal(c.workspace, "ws-1234");
 	mint(t, "c-abc", false, 1000);
-	assert_int_equal(token_verify(key, t, "c-abc", 999, &c, &e), 0);
+	assert_int_equal(token_verify(key, t, "c-abc", TOKEN_SCOPE_STREAM, 999, &c, &e), 0);
 	assert_false(c.view_only);
 }
 
@@ -42,10 +42,10 @@ static void test_expired_forged_wrong_computer(void **state)
 	struct token_claims c;
 	struct err e = {0};
 	mint(t, "c-abc", false, 1000);
-	assert_int_equal(token_verify(key, t, "c-abc", 1000, &c, &e), -1);
+	assert_int_equal(token_verify(key, t, "c-abc", TOKEN_SCOPE_STREAM, 1000, &c, &e), -1);
 	assert_int_equal(e.code, ERR_UNAUTHORIZED);
 	assert_non_null(strstr(e.message, "expired"));
-	assert_int_equal(token_verify(key, t, "c-other", 10, &c, &e), -1);
+	assert_int_equal(token_verify(key, t, "c-other", TOKEN_SCOPE_STREAM, 10, &c, &e), -1);
 	assert_int_equal(e.code, ERR_FORBIDDEN);
 	/* Altering any claim breaks the MAC: view → control, a later expiry. */
 	char forged[TOKEN_MAX];
@@ -53,19 +53,52 @@ static void test_expired_forged_wrong_computer(void **state)
 	snprintf(forged, sizeof forged, "%s", t);
 	char *p = strstr(forged, ".view.");
 	memcpy(p, ".ctrl.", 6);
-	assert_int_equal(token_verify(key, forged, "c-abc", 10, &c, &e), -1);
+	assert_int_equal(token_verify(key, forged, "c-abc", TOKEN_SCOPE_STREAM, 10, &c, &e), -1);
 	assert_int_equal(e.code, ERR_UNAUTHORIZED);
 	snprintf(forged, sizeof forged, "%s", t);
 	p = strstr(forged, ".1000.");
 	memcpy(p, ".9000.", 6);
-	assert_int_equal(token_verify(key, forged, "c-abc", 10, &c, &e), -1);
+	assert_int_equal(token_verify(key, forged, "c-abc", TOKEN_SCOPE_STREAM, 10, &c, &e), -1);
 	/* Another key's token. */
 	unsigned char other[TOKEN_KEY_BYTES] = {1};
-	assert_int_equal(token_verify(other, t, "c-abc", 10, &c, &e), -1);
+	assert_int_equal(token_verify(other, t, "c-abc", TOKEN_SCOPE_STREAM, 10, &c, &e), -1);
 	/* Garbage. */
 	const char *bad[] = {"", "v1", "v1.a.b.c.d.e.f.g", "x.y", "v1........", NULL};
 	for (int i = 0; bad[i]; i++)
-		assert_int_equal(token_verify(key, bad[i], "c-abc", 10, &c, &e), -1);
+		assert_int_equal(token_verify(key, bad[i], "c-abc", TOKEN_SCOPE_STREAM, 10, &c, &e),
+				 -1);
+}
+
+static void test_scopes(void **state)
+{
+	(void)state;
+	struct token_claims c = {.issued = 1, .expires = 1000};
+	snprintf(c.computer, sizeof c.computer, "c-abc");
+	snprintf(c.workspace, sizeof c.workspace, "ws-1234");
+	snprintf(c.nonce, sizeof c.nonce, "00aa11bb22cc33dd");
+	snprintf(c.scope, sizeof c.scope, "p3000");
+	char t[TOKEN_MAX];
+	struct err e = {0};
+	assert_int_equal(token_mint(key, &c, t, &e), 0);
+	struct token_claims got;
+	assert_int_equal(token_verify(key, t, "c-abc", "p3000", 10, &got, &e), 0);
+	assert_string_equal(got.scope, "p3000");
+	/* Any computer: the token names its own. */
+	assert_int_equal(token_verify(key, t, NULL, "p3000", 10, &got, &e), 0);
+	assert_string_equal(got.computer, "c-abc");
+	/* Not a stream token, nor another port's, nor CDP's. */
+	const char *wrong[] = {TOKEN_SCOPE_STREAM, "p3001", "p300", "cdp", NULL};
+	for (int i = 0; wrong[i]; i++) {
+		assert_int_equal(token_verify(key, t, "c-abc", wrong[i], 10, &got, &e), -1);
+		assert_int_equal(e.code, ERR_FORBIDDEN);
+	}
+	/* A stream token opens no preview. */
+	mint(t, "c-abc", false, 1000);
+	assert_int_equal(token_verify(key, t, "c-abc", "p3000", 10, &got, &e), -1);
+	assert_int_equal(e.code, ERR_FORBIDDEN);
+	/* Scopes outside [a-z0-9]{1,15} are not minted. */
+	snprintf(c.scope, sizeof c.scope, "P.1");
+	assert_int_equal(token_mint(key, &c, t, &e), -1);
 }
 
 int main(void)
@@ -73,6 +106,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_round_trip),
 	    cmocka_unit_test(test_expired_forged_wrong_computer),
+	    cmocka_unit_test(test_scopes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

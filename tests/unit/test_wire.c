@@ -265,6 +265,26 @@ static void test_utf8_refuses_what_rfc3629_refuses(void **state)
 		assert_int_equal(utf8_decode(bad[i], strlen(bad[i]), &cp), 0);
 }
 
+static void test_utf8_json_replaces_what_is_not_utf8(void **state)
+{
+	(void)state;
+	/* Well-formed text, NUL included, passes as it is. */
+	json_t *j = utf8_json("a\0\xc3\xa9\xe2\x82\xac", 7);
+	assert_non_null(j);
+	assert_int_equal(json_string_length(j), 7);
+	assert_memory_equal(json_string_value(j), "a\0\xc3\xa9\xe2\x82\xac", 7);
+	json_decref(j);
+	/* Each byte of a bad sequence becomes U+FFFD; the rest stays. */
+	j = utf8_json("x\xed\xa0\x80y\xff", 6);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(j),
+			    "x\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdy\xef\xbf\xbd");
+	json_decref(j);
+	j = utf8_json("", 0);
+	assert_string_equal(json_string_value(j), "");
+	json_decref(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -278,6 +298,7 @@ int main(void)
 	    cmocka_unit_test(test_base64_rejects_garbage),
 	    cmocka_unit_test(test_clock_sleep_lasts_and_clocks_move),
 	    cmocka_unit_test(test_utf8_refuses_what_rfc3629_refuses),
+	    cmocka_unit_test(test_utf8_json_replaces_what_is_not_utf8),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,15 +13,17 @@ passed as client= to Computer.create/get/list.
 
 from .actions import ProcessResult
 from .client import Client, default_client
-from .computer import Computer
-from .errors import (BadRequest, ComputerFailed, Conflict, ConnectionFailed, CubicleError,
-                     Forbidden, InternalError, InvalidParameter, NotFound, RateLimited,
-                     TemplateFailed, TooLarge, Timeout, Unauthorized, Unavailable)
+from .computer import Computer, ComputerUseAnswer
+from .errors import (BadGateway, BadRequest, ComputerFailed, Conflict, ConnectionFailed,
+                     CubicleError, Forbidden, InsufficientStorage, InternalError,
+                     InvalidParameter, NotFound, RateLimited, RequestTimeout, TemplateFailed,
+                     TooLarge, Timeout, Unauthorized, Unavailable)
 from .templates import Templates
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "Computer", "ProcessResult", "Templates", "default_client",
-           "CubicleError", "BadRequest", "ComputerFailed", "Conflict", "ConnectionFailed",
-           "Forbidden", "InternalError", "InvalidParameter", "NotFound", "RateLimited",
-           "TemplateFailed", "TooLarge", "Timeout", "Unauthorized", "Unavailable"]
+__all__ = ["Client", "Computer", "ComputerUseAnswer", "ProcessResult", "Templates",
+           "default_client", "CubicleError", "BadGateway", "BadRequest", "ComputerFailed",
+           "Conflict", "ConnectionFailed", "Forbidden", "InsufficientStorage", "InternalError",
+           "InvalidParameter", "NotFound", "RateLimited", "RequestTimeout", "TemplateFailed",
+           "TooLarge", "Timeout", "Unauthorized", "Unavailable"]

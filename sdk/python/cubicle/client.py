@@ -118,7 +118,7 @@ class Client:
             body = json.loads(data)
         except ValueError:
             body = None
-        exc = errors.from_answer(resp.status, body)
+        exc = errors.from_answer(resp.status, body, resp.getheader("x-request-id"))
         if isinstance(exc, errors.Timeout) and isinstance(body, dict) and "exit_code" in body:
             exc.result = body
         raise exc
@@ -180,6 +180,14 @@ class Client:
         if stdin is not None:
             body["stdin"] = stdin
         return self.request("POST", "/v1/run", body)
+
+    def connect_token(self, kind=None, name=None, ttl_s=None, metadata=None, workspace=None):
+        """A single-use token and the command that connects a machine you
+        bring (docs/byo.md): {"id", "token", "expires_at", "kind", "command"}."""
+        body = {"kind": kind, "name": name, "ttl_s": ttl_s, "metadata": metadata,
+                "workspace": workspace}
+        return self.request("POST", "/v1/connect-tokens",
+                            {k: v for k, v in body.items() if v is not None})
 
     def healthz(self):
         return self.request("GET", "/healthz")

@@ -145,6 +145,86 @@ class Computer:
         """The embed page's URL (for a browser or an iframe), valid ttl_s seconds."""
         return self.stream(view_only, ttl_s)["embed_url"]
 
+    def revoke_streams(self):
+        """Revokes every stream token issued so far and closes their streams."""
+        return self.client.request("POST", self._path(self.id, "/stream/revoke"))
+
+    # ---- previews and CDP (docs/api.md, "Previews" and "CDP") --------------
+
+    def preview(self, port, ttl_s=None, public=False):
+        """A URL that opens `port` of this computer in a browser, HTTP and
+        WebSocket: {"url", "expires_at", "port", "public"}. The URL carries a
+        token (it becomes a cookie of that host on the first request) unless
+        public (which cubicled must allow: --public-previews)."""
+        body = {"port": int(port)}
+        if ttl_s is not None:
+            body["ttl_s"] = int(ttl_s)
+        if public:
+            body["public"] = True
+        return self.client.request("POST", self._path(self.id, "/previews"), body)
+
+    def preview_url(self, port, ttl_s=None, public=False):
+        """Just the preview's URL."""
+        return self.preview(port, ttl_s, public)["url"]
+
+    def previews(self):
+        """This computer's previews that still work: [{"port", "public", "expires_at"}]."""
+        return self.client.request("GET", self._path(self.id, "/previews"))["previews"]
+
+    def revoke_preview(self, port):
+        """Every URL of port's previews stops working; open connections close."""
+        return self.client.request("DELETE", self._path(self.id, "/previews/%d" % int(port)))
+
+    def cdp(self, ttl_s=None):
+        """The desktop browser's DevTools through cubicled (Chromium started or
+        reused): {"ws_url", "http_url", "expires_at", "browser", "started"};
+        ws_url is for Playwright's connect_over_cdp."""
+        body = {} if ttl_s is None else {"ttl_s": int(ttl_s)}
+        return self.client.request("POST", self._path(self.id, "/cdp"), body)
+
+    # ---- recordings (docs/api.md, "Recordings") --------------------------
+
+    def start_recording(self, keep=False):
+        """Starts recording the screen (a running desktop); returns the
+        recording's JSON ({"id", "state": "recording", ...})."""
+        return self.client.request("POST", self._path(self.id, "/recordings"),
+                                   {"keep": bool(keep)})
+
+    def stop_recording(self, recording_id, keep=None):
+        """Stops it (the file is finished when this returns); `keep` keeps it
+        after the computer is deleted. Returns its JSON."""
+        body = {} if keep is None else {"keep": bool(keep)}
+        return self.client.request(
+            "POST", self._path(self.id, "/recordings/%s/stop" % recording_id), body)
+
+    def recordings(self):
+        """The computer's recordings, oldest first."""
+        return self.client.request("GET", self._path(self.id, "/recordings"))["recordings"]
+
+    def recording_actions(self, recording_id):
+        """{"recording", "actions": [{"t_ms", "duration_ms", "action", "params",
+        "status"}]}: what the API ran while it recorded."""
+        return self.client.request(
+            "GET", self._path(self.id, "/recordings/%s/actions" % recording_id))
+
+    def download_recording(self, recording_id, to=None):
+        """The WebM file's bytes; or, with `to` (a path or a writable binary
+        file), streams it there and returns the byte count."""
+        path = self._path(self.id, "/recordings/" + recording_id)
+        if to is None:
+            buf = io.BytesIO()
+            self.client.download(path, None, buf)
+            return buf.getvalue()
+        if isinstance(to, (str, os.PathLike)):
+            with open(to, "wb") as f:
+                return self.client.download(path, None, f)
+        return self.client.download(path, None, to)
+
+    def delete_recording(self, recording_id):
+        """Deletes it (stopping it first if it records)."""
+        return self.client.request(
+            "DELETE", self._path(self.id, "/recordings/" + recording_id))
+
     # ---- actions ---------------------------------------------------------
 
     def action(self, name, params=None, **kw):
@@ -158,6 +238,39 @@ class Computer:
         _, _, out = self.client.raw("POST", self._path(self.id, "/actions/" + name),
                                     params or {})
         return out
+
+    # ---- computer-use: what a model sent, answered as its loop expects ----
+
+    def computer_use(self, input, dialect=None, display=None, screenshot_delay_ms=None,
+                     tool=None):
+        """Runs what a computer-use model sent and returns what its loop sends
+        back, exactly (POST .../computer-use, docs/computer-use.md).
+
+        `input`: an Anthropic tool_use block, assistant turn ({"content": [...]},
+        or the Messages API's answer as is) or computer input ({"action", ...});
+        an OpenAI computer_call item or action ({"type", ...}). `tool`: the type
+        of the tools[] entry the model was given ("computer_toolset_20260801",
+        "computer_20251124", ..., "computer", "computer_use_preview"; default:
+        by the input's shape); `dialect` ("anthropic"|"openai") may say the
+        vendor instead. `display`: what the model sees, (width, height) or
+        "WIDTHxHEIGHT".
+
+        The answer is a tool_result block, {"role": "user", "content":
+        [tool_result, ...]} for a turn, or a computer_call_output item; a
+        ComputerUseAnswer (a dict) whose .ran, .failed (index, or None) and
+        .error say how a batch went: a failure midway is in the answer
+        (is_error results, "status": "incomplete"), not an exception."""
+        body = dict(input)
+        query = {"dialect": dialect, "tool": tool, "screenshot_delay_ms": screenshot_delay_ms}
+        if isinstance(display, str):
+            query["display"] = display
+        elif display is not None:
+            w, h = (display["width"], display["height"]) if isinstance(display, dict) \
+                else display
+            body["display"] = {"width": int(w), "height": int(h)}
+        _, headers, out = self.client.raw("POST", self._path(self.id, "/computer-use"), body,
+                                          query)
+        return ComputerUseAnswer(json.loads(out), headers)
 
     # ---- files: streamed through /files, any size --------------------------
 
@@ -189,3 +302,17 @@ class Computer:
         length = data.tell() - start
         data.seek(start)
         return self.client.upload(self._path(self.id, "/files"), {"path": path}, data, length)
+
+
+class ComputerUseAnswer(dict):
+    """The answer of Computer.computer_use: the vendor's JSON, plus how a
+    batch went. ran: calls done, in order; failed: the index of the one that
+    failed (in the turn's content, or in actions[]), None if none; error: why."""
+
+    def __init__(self, answer, headers):
+        super().__init__(answer)
+        ran = headers.get("X-Computer-Use-Ran")
+        failed = headers.get("X-Computer-Use-Failed")
+        self.ran = int(ran) if ran is not None else 1
+        self.failed = int(failed) if failed is not None else None
+        self.error = headers.get("X-Computer-Use-Error")
