@@ -183,6 +183,27 @@ static void boot_bind(int sock, const char *src, const char *target, unsigned lo
 		boot_mount(sock, NULL, target, NULL, MS_REMOUNT | MS_BIND | extra, NULL);
 }
 
+/*
+ * The guest root's own mount points (relative to it, the working
+ * directory): each must be a real directory. mount(2) follows a symlink in
+ * its target, and before pivot_root an absolute one resolves against the
+ * host's root: a symlink planted at /tmp or /run (by an image, a layer or
+ * a guest's root in its upper dir) would send the start's mounts out of
+ * the guest. `optional`: one that may be missing (made later).
+ */
+static void boot_mount_point(int sock, const char *name, bool optional)
+{
+	struct stat st;
+	if (fstatat(AT_FDCWD, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (optional && errno == ENOENT)
+			return;
+		boot_die(sock, "the guest's mount point", errno, name);
+	}
+	if (!S_ISDIR(st.st_mode))
+		boot_die(sock, "the guest's mount point", S_ISLNK(st.st_mode) ? ELOOP : ENOTDIR,
+			 name);
+}
+
 /* Creates an empty file to bind a device node or a mask onto. */
 static void boot_touch(int sock, const char *path)
 {
@@ -337,6 +358,11 @@ static void boot_init(const struct boot_plan *p, int sock, int lifeline)
 		boot_die(sock, "attach the overlay", errno, NULL);
 	if (fchdir(root) < 0)
 		boot_die(sock, "enter the overlay", errno, NULL);
+	static const char *const points[] = {"proc", "sys", "dev", "tmp", "run"};
+	for (size_t i = 0; i < sizeof points / sizeof points[0]; i++)
+		boot_mount_point(sock, points[i], false);
+	if (session >= 0)
+		boot_mount_point(sock, "session", true);
 
 	boot_mount(sock, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	if (move_mount(sysfs, "", AT_FDCWD, "sys", MOVE_MOUNT_F_EMPTY_PATH) < 0)

@@ -430,6 +430,13 @@ static int layer_apply_dir(struct layer_walk *w, int layer, int root, int depth)
 static int layer_apply_entry(struct layer_walk *w, int layer, int root, const char *name, int depth)
 {
 	struct stat st, there;
+	/* A layer holds nothing there (layer_copy leaves it out); one that
+	 * did would change what every start mounts over, so it is skipped
+	 * here too rather than trusted. */
+	if (depth == 0 && layer_is_mounted(name)) {
+		w->st->dropped++;
+		return 0;
+	}
 	if (fstatat(layer, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return layer_fail(w, "stat", name, errno);
 	if (layer_count(w) < 0)

@@ -240,6 +240,14 @@ static void test_apply(void **state)
 	mk_file("layer/wasalink/planted", "x\n", 0644, 0);
 	mk_dir("layer/becomes-dir", 0);
 	mk_link("layer/escape", "/"); /* a symlink out, kept as a symlink */
+	/* A layer with what every start mounts over (a cache entry made by
+	 * hand, an older build): /tmp as a symlink to the host's directory
+	 * and a whiteout of /run. Skipped: the tree keeps its directories. */
+	mk_dir("rootfs/tmp", 0);
+	mk_dir("rootfs/run", 0);
+	mk_link("layer/tmp", host);
+	at(p, sizeof p, "layer/run");
+	assert_int_equal(mknod(p, S_IFCHR, makedev(0, 0)), 0);
 
 	at(layer, sizeof layer, "layer");
 	at(root, sizeof root, "rootfs");
@@ -266,6 +274,10 @@ static void test_apply(void **state)
 	assert_true(S_ISDIR(s.st_mode));
 	assert_true(exists("rootfs/escape", &s));
 	assert_true(S_ISLNK(s.st_mode));
+	assert_true(exists("rootfs/tmp", &s));
+	assert_true(S_ISDIR(s.st_mode));
+	assert_true(exists("rootfs/run", &s));
+	assert_true(S_ISDIR(s.st_mode));
 
 	/* A change made later through the tree stays in it: /etc -> the
 	 * host's directory resolves as the tree's own "/" would. */
