@@ -457,6 +457,29 @@ static void core_background(struct core *c, const char *id, int kind)
 
 /* ---- operations ----------------------------------------------------------------- */
 
+/* Asks the guest to write what it has not yet written to its disk, so a
+ * start that cannot restore the stop's snapshot boots cold with every file
+ * the user wrote (sync(2) needs no privilege). Best effort, bounded: a guest
+ * that does not answer is stopped all the same. */
+static void core_guest_sync(const struct store_computer *sc, struct driver_computer *dc)
+{
+	char address[320];
+	struct envd_reply r;
+	struct err se = {0};
+	static const char body[] = "{\"command\": \"sync\", \"timeout_s\": 20}";
+	if (core_ops(sc)->envd_address(dc, address, sizeof address, &se) < 0 ||
+	    envd_action(address, sc->envd_token, "bash", body, sizeof body - 1, 25, &r, &se) < 0) {
+		fprintf(stderr, "cubicled: %s: the guest's disk not synced before stop: %s\n",
+			sc->id, se.message);
+		return;
+	}
+	if (r.status != 200)
+		fprintf(stderr,
+			"cubicled: %s: the guest's disk not synced before stop: envd answered %d\n",
+			sc->id, r.status);
+	envd_reply_free(&r);
+}
+
 static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e)
 {
 	struct core_paths p;
@@ -475,6 +498,8 @@ static int core_do_stop(struct core *c, struct store_computer *sc, struct err *e
 				   .stopped_limit = core_stopped_limit(c, sc->workspace)};
 	if (core_commit(c, sc, COMPUTER_STOPPING, NULL, &how, e) < 0)
 		return -1;
+	if (core_ops(sc)->sync_before_stop)
+		core_guest_sync(sc, &dc);
 	struct err de = {0};
 	int64_t t0 = clock_now_us();
 	if (core_ops(sc)->stop(&dc, &de) < 0) {

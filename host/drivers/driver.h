@@ -69,6 +69,13 @@ struct driver_ops {
 	 * for cubicle's own computers, false for a machine you bring. */
 	bool guest_setup;
 
+	/* Whether the core asks the guest to write its dirty pages to disk
+	 * (envd runs sync) before stop: a guest with a kernel of its own, whose
+	 * page cache is lost with its RAM when the snapshot taken at stop does
+	 * not restore and the next start boots cold (the microVM). A
+	 * container's files are the host kernel's already. */
+	bool sync_before_stop;
+
 	/* Whether this driver can run on this host; `why` says what is missing. */
 	bool (*available)(char *why, size_t len);
 

@@ -639,6 +639,17 @@ static int vm_boot(struct driver_computer *c, const char *image, const char *egr
 	return rc;
 }
 
+/* Whether the last QEMU run failed because its host forwarding could not
+ * bind the port vm_free_port chose (taken by another process meanwhile). */
+static bool vm_port_taken(struct driver_computer *c)
+{
+	char qlog[4200], tail[200];
+	if (vm_path(c, "qemu.log", qlog, sizeof qlog, NULL) < 0)
+		return false;
+	drv_log_tail(qlog, tail, sizeof tail);
+	return strstr(tail, "host forwarding") != NULL;
+}
+
 static int vm_start(struct driver_computer *c, struct err *e)
 {
 	if (vm_check_computer(c, e) < 0)
@@ -662,7 +673,14 @@ static int vm_start(struct driver_computer *c, struct err *e)
 		snprintf(boot, sizeof boot, "cold: the egress policy changed");
 	} else if (access(snap, F_OK) == 0) {
 		struct err re = {0};
-		if (vm_boot(c, image, egress, true, &re) == 0) {
+		int rc = vm_boot(c, image, egress, true, &re);
+		if (rc < 0 && vm_port_taken(c)) {
+			/* Another process took the free port first: a restore lost
+			 * to that would cost the guest its processes. */
+			re = (struct err){0};
+			rc = vm_boot(c, image, egress, true, &re);
+		}
+		if (rc == 0) {
 			/* The guest runs on: the snapshot no longer matches the disk. */
 			unlink(snap);
 			json_object_set_new(c->state, "boot", json_string("restored"));
@@ -680,10 +698,7 @@ static int vm_start(struct driver_computer *c, struct err *e)
 	/* One retry: another process may take the free port before QEMU binds it. */
 	struct err first = {0};
 	if (vm_boot(c, image, egress, false, &first) < 0) {
-		char qlog[4200], tail[200];
-		vm_path(c, "qemu.log", qlog, sizeof qlog, NULL);
-		drv_log_tail(qlog, tail, sizeof tail);
-		if (!strstr(tail, "host forwarding") || vm_boot(c, image, egress, false, e) < 0) {
+		if (!vm_port_taken(c) || vm_boot(c, image, egress, false, e) < 0) {
 			if (e && !e->code)
 				*e = first;
 			return -1;
@@ -833,6 +848,7 @@ const struct driver_ops driver_vm = {
     .name = "vm",
     .processes = "QEMU process",
     .guest_setup = true,
+    .sync_before_stop = true,
     .available = vm_available,
     .preferred = vm_preferred,
     .create = vm_create,

@@ -201,7 +201,9 @@ int main(int argc, char **argv)
 				"[--gid N] [--workers N]\n");
 		return 2;
 	}
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* No PR_SET_PDEATHSIG: its "parent" is the thread that forked, and
+	 * cubicled restarts a supervisor from a request's thread, which ends
+	 * with the request. Node exits when cubicled's end of fd 3 closes. */
 	if (unshare(CLONE_NEWNET | CLONE_NEWIPC) < 0)
 		die("cannot make an empty network namespace");
 	char node_real[PATH_MAX], script_dir[PATH_MAX];
@@ -214,7 +216,7 @@ int main(int argc, char **argv)
 	setrlimit(RLIMIT_CORE, &core0);
 	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
 		die("cannot drop to the run uid");
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		die("prctl");
 	char ldso[PATH_MAX];
 	if (!realpath("/lib64/ld-linux-x86-64.so.2", ldso))

@@ -104,7 +104,7 @@ static void py_child(void)
 }
 
 /* The verdict record of zygote.h, then the end: stdout and stderr are
- * flushed by the runner; closing them and the verdict pipe lets the monitor
+ * flushed by the runner; closing them and the verdict pipe lets the hub
  * answer before this process is torn down. */
 static void py_finish(int fd, char kind, int status, const char *msg)
 {
@@ -117,7 +117,7 @@ static void py_finish(int fd, char kind, int status, const char *msg)
 	if (n > 0)
 		(void)!write(fd, buf, (size_t)n);
 	close(fd);
-	/* The monitor measures this process and kills it (an exit now would
+	/* The hub measures this process and kills it (an exit now would
 	 * take its memory figures with it). */
 	for (;;)
 		poll(NULL, 0, -1);
@@ -162,7 +162,7 @@ static void py_run(int code_fd, int status_fd)
 			break;
 	}
 	close(code_fd);
-	if (n == 0) /* no run came (the monitor went away) */
+	if (n == 0) /* no run came (the hub went away) */
 		_exit(0);
 	PyObject *src = PyUnicode_DecodeUTF8(code, (Py_ssize_t)n, "replace");
 	PyObject *r = src ? PyObject_CallOneArg(run_fn, src) : NULL;
@@ -220,10 +220,12 @@ int main(int argc, char **argv)
 			usage();
 	}
 	char why[300];
-	if (zygote_isolate(why, sizeof why) < 0) {
+	if (zygote_isolate(why, sizeof why) < 0 ||
+	    zygote_split("cubicle-pyrun", why, sizeof why) < 0) {
 		fprintf(stderr, "cubicle-pyrun: %s\n", why);
 		return 1;
 	}
+	/* From here on, the zygote (this process became the hub). */
 	clearenv();
 	setenv("PATH", "/usr/bin:/bin", 1);
 	setenv("LANG", "C.UTF-8", 1);

@@ -513,8 +513,8 @@ static int run_once(struct runner *r, int lang, const char *code, size_t code_le
 		close(sv[0]);
 		return -1;
 	}
-	/* The monitor answers within the wall limit (it kills the run then),
-	 * once a ready monitor took the run (under a burst it may wait). */
+	/* The hub answers within the wall limit (it kills the run then),
+	 * once a ready sandbox took the run (under a burst it may wait). */
 	struct timeval tv = {r->c.wall_ms / 1000 + 60, 0};
 	setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	rc = -1;

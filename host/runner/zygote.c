@@ -1,6 +1,6 @@
 /*
- * zygote: pre-forked monitors and sandboxed children for the code runner
- * (zygote.h says what it promises).
+ * zygote: the sandboxes of the code runner, made ahead and handed to the
+ * hub (zygote.h says what it promises).
  */
 #include "zygote.h"
 
@@ -33,6 +33,7 @@
 
 #include <seccomp.h>
 
+#include "hub.h"
 #include "runproto.h"
 #include "clock.h"
 
@@ -85,19 +86,7 @@ int zygote_isolate(char *why, size_t len)
 
 #ifdef ZYGOTE_TRACE
 static int64_t tr_t0;
-static void tr(const char *what)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	char buf[200];
-	int n = snprintf(buf, sizeof buf, "T %d %-14s %6lld us cpu %6ld us minflt %ld\n",
-			 (int)getpid(), what, (long long)(clock_now_us() - tr_t0),
-			 ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
-			     ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
-			 ru.ru_minflt);
-	(void)!write(9, buf, (size_t)n);
-}
-#define TR(x) tr(x)
+#define TR(x) hub_trace(0, x, tr_t0)
 #else
 #define TR(x) ((void)0)
 #endif
@@ -374,16 +363,17 @@ static int sb_seccomp_rules(scmp_filter_ctx f, pid_t self)
 	return rc;
 }
 
+/* This process's address space, bytes (read without stdio: a malloc in a
+ * fresh child writes to the zygote's heap, a copy-on-write fault a page). */
 static long vm_size_bytes(void)
 {
-	FILE *f = fopen("/proc/self/statm", "re");
-	long pages = 0;
-	if (f) {
-		if (fscanf(f, "%ld", &pages) != 1)
-			pages = 0;
-		fclose(f);
-	}
-	return pages * sysconf(_SC_PAGESIZE);
+	char buf[128];
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return strtol(buf, NULL, 10) * sysconf(_SC_PAGESIZE);
 }
 
 static int sb_enter(const struct zygote_opts *o, uint32_t mem_mb, char *why, size_t len)
@@ -393,7 +383,7 @@ static int sb_enter(const struct zygote_opts *o, uint32_t mem_mb, char *why, siz
 		int res;
 		rlim_t v;
 	} lim[] = {
-	    {RLIMIT_AS, (rlim_t)as}, {RLIMIT_CPU, 2}, /* seconds: a backstop, see the monitor */
+	    {RLIMIT_AS, (rlim_t)as}, {RLIMIT_CPU, 2}, /* seconds: a backstop, see the hub */
 	    {RLIMIT_FSIZE, 0},	     {RLIMIT_NPROC, 0},	      {RLIMIT_NOFILE, 64},
 	    {RLIMIT_CORE, 0},	     {RLIMIT_MEMLOCK, 0},     {RLIMIT_MSGQUEUE, 0},
 	    {RLIMIT_LOCKS, 0},	     {RLIMIT_SIGPENDING, 64},
@@ -425,97 +415,35 @@ static int sb_enter(const struct zygote_opts *o, uint32_t mem_mb, char *why, siz
 	return rc;
 }
 
-/* ---- the monitor: one run ------------------------------------------------------- */
+/* ---- the zygote: keeps `pool` sandboxes made ahead ------------------------------ */
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
+static int zygote_hub = -1; /* the zygote's end of the socketpair with the hub */
 
-static int read_all(int fd, void *p, size_t n)
+int zygote_split(const char *name, char *why, size_t len)
 {
-	char *c = p;
-	while (n) {
-		ssize_t r = read(fd, c, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		c += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static void answer(int conn, struct run_resp *r, const char *out, const char *err, const char *msg)
-{
-	r->magic = RUN_RESP_MAGIC;
-	r->msg_len = msg ? (uint32_t)strnlen(msg, RUN_MSG_MAX) : 0;
-	if (write_all(conn, r, sizeof *r) == 0 && write_all(conn, out, r->stdout_len) == 0 &&
-	    write_all(conn, err, r->stderr_len) == 0)
-		(void)write_all(conn, msg, r->msg_len);
-}
-
-static int64_t child_cpu_us(clockid_t clk)
-{
-	struct timespec t;
-	if (clock_gettime(clk, &t) < 0)
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(why, len, "socketpair: %s", strerror(errno));
 		return -1;
-	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
-/* Reads a /proc file into buf (NUL-terminated) without stdio: the monitor
- * is a fork of the zygote, and a malloc on the request path writes to the
- * zygote's fragmented heap, each page a copy-on-write fault (tens of
- * microseconds each in this VM: docs/code-runner.md). */
-static void read_proc(pid_t pid, const char *what, char *buf, size_t len)
-{
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
-	buf[n > 0 ? n : 0] = 0;
-	if (fd >= 0)
-		close(fd);
-}
-
-static long child_rss_kb(pid_t pid)
-{
-	char buf[128];
-	long size = 0, rss = 0;
-	read_proc(pid, "statm", buf, sizeof buf);
-	if (sscanf(buf, "%ld %ld", &size, &rss) != 2)
-		rss = 0;
-	return rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-/* The child's peak resident memory (VmHWM), KiB. */
-static long child_hwm_kb(pid_t pid)
-{
-	char buf[4096];
-	long kb = 0;
-	read_proc(pid, "status", buf, sizeof buf);
-	const char *l = strstr(buf, "VmHWM:");
-	if (!l || sscanf(l, "VmHWM: %ld", &kb) != 1)
-		kb = 0;
-	return kb;
-}
-
-/* Fresh anonymous memory, not the heap (see read_proc); NULL if none. */
-static void *fresh(size_t n)
-{
-	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+	}
+	pid_t hub = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(why, len, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid > 0) {
+		close(sv[1]);
+		hub_serve(name, sv[0]);
+		_exit(1);
+	}
+	/* The zygote: dies with the hub; runs never come its way. */
+	close(sv[0]);
+	close(CTL_FD);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != hub)
+		_exit(1);
+	zygote_hub = sv[1];
+	return 0;
 }
 
 /* Moves fd to `to` (which must not be in use by another of our pipes). */
@@ -529,443 +457,191 @@ static void child_fd(int fd, int to)
 	}
 }
 
-struct run_io {
-	char *out, *err;
-	size_t nout, nerr, cap;
-	char status[RUN_MSG_MAX + 2];
-	size_t nstatus;
-};
-
-static void monitor(const struct zygote_lang *l, const struct zygote_opts *o, int taken_fd,
-		    uint32_t mem_mb)
+/* In a new sandboxed child: the sandbox, the warm-up, then its one run.
+ * Its pipes on 0-4: stdin, stdout, stderr, the verdict, the code. */
+static void zygote_child(const struct zygote_lang *l, const struct zygote_opts *o, uint32_t mem_mb,
+			 int p[5])
 {
-	TR("monitor");
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	signal(SIGPIPE, SIG_IGN);
+	TR("c.forked");
+	sigset_t all;
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL); /* the zygote blocks SIGCHLD for its signalfd */
+	if (l->after_fork_child)
+		l->after_fork_child();
+	TR("c.afterfork");
+	/* Everything above 20 first, so that no dup2 below hits a pipe. */
+	for (int i = 0; i < 5; i++)
+		p[i] = fcntl(p[i], F_DUPFD_CLOEXEC, 20);
+	for (int i = 0; i < 5; i++)
+		child_fd(p[i], i);
+#ifdef ZYGOTE_TRACE
+	close_range(5, 8, 0);
+	close_range(10, ~0U, 0);
+#else
+	close_range(5, ~0U, 0);
+#endif
+	TR("c.fds");
+	char why[300];
+	if (sb_enter(o, mem_mb, why, sizeof why) < 0) {
+		char line[320];
+		int n = snprintf(line, sizeof line, "I%s", why);
+		(void)!write(3, line, (size_t)n);
+		_exit(125);
+	}
+	TR("c.sandboxed");
+	if (l->prepare)
+		l->prepare();
+	TR("c.prepared");
+	(void)!write(3, "R", 1); /* ready: the hub may give it a run */
+	l->run(4, 3);
+	_exit(126);
+}
+
+/* Forks one sandbox and hands its pipes and pidfd to the hub. */
+static int zygote_make(const struct zygote_lang *l, const struct zygote_opts *o, uint32_t mem_mb)
+{
 	int in[2], out[2], err[2], st[2], code[2];
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
-	    pipe2(st, O_CLOEXEC) < 0 || pipe2(code, O_CLOEXEC) < 0) {
-		zlog("%s: monitor: pipe: %s", l->name, strerror(errno));
-		_exit(1);
+	int *pipes[5] = {in, out, err, st, code};
+	int made = 0;
+	for (; made < 5; made++)
+		if (pipe2(pipes[made], O_CLOEXEC) < 0)
+			break;
+	if (made < 5) {
+		zlog("%s: pipe: %s", l->name, strerror(errno));
+		for (int i = 0; i < made; i++)
+			close(pipes[i][0]), close(pipes[i][1]);
+		return -1;
 	}
 	if (l->before_fork)
 		l->before_fork();
-	TR("m.before_fork");
-	pid_t pid = fork();
-	if (pid < 0) {
-		zlog("%s: monitor: fork: %s", l->name, strerror(errno));
-		_exit(1);
-	}
-	if (pid == 0) {
-		TR("c.forked");
-		if (l->after_fork_child)
-			l->after_fork_child();
-		TR("c.afterfork");
-		/* Everything above 20 first, so that no dup2 below hits a pipe. */
-		int keep[5] = {in[0], out[1], err[1], st[1], code[0]};
-		for (int i = 0; i < 5; i++)
-			keep[i] = fcntl(keep[i], F_DUPFD_CLOEXEC, 20);
-		for (int i = 0; i < 5; i++)
-			child_fd(keep[i], i);
 #ifdef ZYGOTE_TRACE
-		close_range(5, 8, 0);
-		close_range(10, ~0U, 0);
-#else
-		close_range(5, ~0U, 0);
+	tr_t0 = clock_now_us();
 #endif
-		TR("c.fds");
-		char why[300];
-		if (sb_enter(o, mem_mb, why, sizeof why) < 0) {
-			char line[320];
-			int n = snprintf(line, sizeof line, "I%s", why);
-			(void)!write(3, line, (size_t)n);
-			_exit(125);
-		}
-		TR("c.sandboxed");
-		if (l->prepare)
-			l->prepare();
-		TR("c.prepared");
-		(void)!write(3, "R", 1); /* ready: the monitor may take a run */
-		l->run(4, 3);
-		_exit(126);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int p[5] = {in[0], out[1], err[1], st[1], code[0]};
+		zygote_child(l, o, mem_mb, p);
 	}
-	TR("m.forked");
+	TR("z.forked");
 	if (l->after_fork_parent)
 		l->after_fork_parent();
-	TR("m.afterfork");
+	/* The hub's ends; the child's ends are the child's alone. */
+	int fds[HUB_NEW_FDS] = {-1, in[1], out[0], err[0], st[0], code[1]};
 	close(in[0]), close(out[1]), close(err[1]), close(st[1]), close(code[0]);
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	clockid_t clk;
-	if (pidfd < 0 || clock_getcpuclockid(pid, &clk) != 0) {
-		zlog("%s: monitor: cannot watch the child: %s", l->name, strerror(errno));
-		kill(pid, SIGKILL);
-		_exit(1);
-	}
-
-	/* The child is ready once it says so ('R'); a child whose sandbox
-	 * failed says why instead ("I..."), kept for the run's answer. */
-	char first = 0;
-	struct pollfd rp = {st[0], POLLIN, 0};
-	if (poll(&rp, 1, 30000) != 1 || read(st[0], &first, 1) != 1) {
-		zlog("%s: monitor: the child did not get ready", l->name);
-		kill(pid, SIGKILL);
-		_exit(1);
-	}
-	/* Ready: back to normal priority, this monitor and its child (they
-	 * are made at nice 10, so making sandboxes never competes with runs in
-	 * flight; a ready one wakes at once when its run comes). */
-	TR("m.ready");
-	setpriority(PRIO_PROCESS, 0, 0);
-	setpriority(PRIO_PROCESS, (id_t)pid, 0);
-	/* Wait for a run (one message carrying the connection). */
-	int conn = -1;
-	for (;;) {
-		char byte;
-		struct iovec iov = {&byte, 1};
+	int rc = -1;
+	if (pid < 0) {
+		zlog("%s: fork: %s", l->name, strerror(errno));
+	} else if ((fds[0] = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+		zlog("%s: pidfd_open: %s", l->name, strerror(errno));
+		kill(pid, SIGKILL); /* ours and not reaped: the pid is still its */
+	} else {
+		struct hub_msg m = {.type = HUB_NEW, .pid = pid};
+		struct iovec iov = {&m, sizeof m};
 		union {
 			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int))];
+			char buf[CMSG_SPACE(sizeof fds)];
 		} cm;
+		memset(&cm, 0, sizeof cm);
 		struct msghdr mh = {.msg_iov = &iov,
 				    .msg_iovlen = 1,
 				    .msg_control = cm.buf,
 				    .msg_controllen = sizeof cm.buf};
-		ssize_t r = recvmsg(CTL_FD, &mh, MSG_CMSG_CLOEXEC);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) { /* cubicled is gone */
-			kill(pid, SIGKILL);
-			_exit(0);
-		}
 		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			memcpy(&conn, CMSG_DATA(c), sizeof conn);
-			break;
-		}
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof fds);
+		memcpy(CMSG_DATA(c), fds, sizeof fds);
+		if (sendmsg(zygote_hub, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof m)
+			rc = 0;
+		else
+			kill(pid, SIGKILL); /* the hub is gone (we exit next) */
 	}
-#ifdef ZYGOTE_TRACE
-	tr_t0 = clock_now_us();
-#endif
-	TR("m.got");
-	close(CTL_FD);
-	pid_t me = getpid();
-	(void)!write(taken_fd, &me, sizeof me);
-	close(taken_fd);
-
-	struct run_resp resp = {0};
-	struct run_req req;
-	struct timeval tv = {5, 0};
-	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	char *codebuf = NULL, *inbuf = NULL;
-	if (read_all(conn, &req, sizeof req) < 0 || req.magic != RUN_REQ_MAGIC ||
-	    req.code_len > RUN_CODE_MAX || req.stdin_len > RUN_STDIN_MAX ||
-	    !(codebuf = fresh(req.code_len + 1)) || !(inbuf = fresh(req.stdin_len + 1)) ||
-	    read_all(conn, codebuf, req.code_len) < 0 || read_all(conn, inbuf, req.stdin_len) < 0) {
-		kill(pid, SIGKILL);
-		resp.error = RUN_INTERNAL;
-		answer(conn, &resp, "", "", "a malformed run request");
-		_exit(0);
-	}
-	struct run_io io = {.cap = req.out_max};
-	if (first != 'R')
-		io.status[io.nstatus++] = first;
-	io.out = fresh(io.cap + 1);
-	io.err = fresh(io.cap + 1);
-	if (!io.out || !io.err) {
-		kill(pid, SIGKILL);
-		_exit(1);
-	}
-	long base_rss = child_rss_kb(pid);
-	int64_t base_cpu = child_cpu_us(clk), t0 = clock_now_ms();
-
-	TR("m.req");
-	/* The code at once (it fits a pipe's buffer), stdin as it is taken. */
-	if (write_all(code[1], codebuf, req.code_len) < 0)
-		zlog("%s: monitor: the child took no code", l->name);
-	close(code[1]);
-	fcntl(in[1], F_SETFL, O_NONBLOCK);
-	size_t in_off = 0;
-	if (req.stdin_len == 0) {
-		close(in[1]);
-		in[1] = -1;
-	}
-	enum run_error verdict = RUN_OK;
-	bool exited = false;
-	int open_out = 1, open_err = 1, open_st = 1;
-	bool early = false; /* the child said how it ended and closed its output */
-	while (!exited || open_out || open_err || open_st) {
-		if (!open_out && !open_err && !open_st && io.nstatus >= 4 &&
-		    strchr("0EM", io.status[0]) && !exited && verdict == RUN_OK) {
-			early = true;
-			break;
-		}
-		int64_t el = clock_now_ms() - t0;
-		int timeout = -1;
-		if (!exited && verdict == RUN_OK) {
-			int64_t cpu = (child_cpu_us(clk) - base_cpu) / 1000;
-			if (cpu >= (int64_t)req.cpu_ms)
-				verdict = RUN_CPU_LIMIT;
-			else if (el >= (int64_t)req.wall_ms)
-				verdict = RUN_TIMEOUT;
-			if (verdict != RUN_OK) {
-				kill(pid, SIGKILL);
-			} else {
-				int64_t left = (int64_t)req.cpu_ms - cpu;
-				if ((int64_t)req.wall_ms - el < left)
-					left = (int64_t)req.wall_ms - el;
-				timeout = (int)(left < 1 ? 1 : left);
-			}
-		}
-		struct pollfd p[5] = {
-		    {open_out ? out[0] : -1, POLLIN, 0},
-		    {open_err ? err[0] : -1, POLLIN, 0},
-		    {open_st ? st[0] : -1, POLLIN, 0},
-		    {exited ? -1 : pidfd, POLLIN, 0},
-		    {in[1], POLLOUT, 0},
-		};
-		int n = poll(p, 5, timeout);
-		if (n < 0 && errno != EINTR)
-			break;
-		if (n <= 0)
-			continue;
-		for (int i = 0; i < 2; i++) {
-			if (!p[i].revents)
-				continue;
-			char *buf = i == 0 ? io.out : io.err;
-			size_t *len = i == 0 ? &io.nout : &io.nerr;
-			char tmp[65536];
-			ssize_t r = read(p[i].fd, tmp, sizeof tmp);
-			if (r <= 0) {
-				*(i == 0 ? &open_out : &open_err) = 0;
-				continue;
-			}
-			size_t room = io.cap - io.nout - io.nerr;
-			size_t take = (size_t)r < room ? (size_t)r : room;
-			memcpy(buf + *len, tmp, take);
-			*len += take;
-			if (take < (size_t)r && verdict == RUN_OK) {
-				verdict = RUN_OUTPUT_LIMIT;
-				resp.truncated = 1;
-				kill(pid, SIGKILL);
-			}
-		}
-		if (p[2].revents) {
-			ssize_t r = read(st[0], io.status + io.nstatus, RUN_MSG_MAX - io.nstatus);
-			if (r <= 0)
-				open_st = 0;
-			else
-				io.nstatus += (size_t)r;
-		}
-		if (p[3].revents)
-			exited = true;
-		if (in[1] >= 0 && p[4].revents) {
-			ssize_t w = p[4].revents & POLLOUT
-					? write(in[1], inbuf + in_off, req.stdin_len - in_off)
-					: -1;
-			if (w > 0)
-				in_off += (size_t)w;
-			if (w < 0 && errno == EAGAIN)
-				continue;
-			if (w < 0 || in_off == req.stdin_len) {
-				close(in[1]);
-				in[1] = -1;
-			}
-		}
-	}
-	io.status[io.nstatus] = 0;
-	const char *msg = NULL;
-	int ws = 0;
-	if (early) {
-		/* Answered before the child's exit (tearing down its address
-		 * space is not the run's time); it is killed right after. */
-		int64_t cpu_us = child_cpu_us(clk) - base_cpu;
-		resp.cpu_ms = (uint32_t)(cpu_us > 0 ? cpu_us / 1000 : 0);
-		resp.wall_ms = (uint32_t)(clock_now_ms() - t0);
-		long hwm = child_hwm_kb(pid), now = child_rss_kb(pid);
-		long mem = (hwm > now ? hwm : now) - base_rss;
-		resp.memory_kb = (uint32_t)(mem > 0 ? mem : 0);
-		char code3[4] = {io.status[1], io.status[2], io.status[3], 0};
-		resp.exit_code = atoi(code3);
-		verdict = io.status[0] == 'M'	? RUN_MEMORY_LIMIT
-			  : io.status[0] == 'E' ? RUN_EXCEPTION
-						: RUN_OK;
-		msg = verdict == RUN_OK ? NULL : io.status + 4;
-		resp.error = verdict;
-		resp.stdout_len = (uint32_t)io.nout;
-		resp.stderr_len = (uint32_t)io.nerr;
-		answer(conn, &resp, io.out, io.err, msg);
-		close(conn);
-		TR("m.answered");
-		kill(pid, SIGKILL);
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		_exit(0);
-	}
-	struct rusage ru;
-	while (wait4(pid, &ws, 0, &ru) < 0 && errno == EINTR)
-		;
-	int64_t cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
-			 (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec - base_cpu;
-	resp.cpu_ms = (uint32_t)(cpu_us > 0 ? cpu_us / 1000 : 0);
-	resp.wall_ms = (uint32_t)(clock_now_ms() - t0);
-	long mem = ru.ru_maxrss - base_rss;
-	resp.memory_kb = (uint32_t)(mem > 0 ? mem : 0);
-	if (WIFEXITED(ws))
-		resp.exit_code = WEXITSTATUS(ws);
-	else if (WIFSIGNALED(ws))
-		resp.exit_code = 128 + WTERMSIG(ws);
-	char sigmsg[80];
-	if (verdict == RUN_CPU_LIMIT)
-		msg = "the code used its CPU time";
-	else if (verdict == RUN_TIMEOUT)
-		msg = "the code ran past its wall-clock time";
-	else if (verdict == RUN_OUTPUT_LIMIT)
-		msg = "the code printed more than the output limit; the output is cut";
-	else if (WIFSIGNALED(ws) && (WTERMSIG(ws) == SIGXCPU || WTERMSIG(ws) == SIGKILL)) {
-		verdict = RUN_CPU_LIMIT;
-		msg = "the code used its CPU time";
-	} else if (io.nstatus >= 4 && io.status[0] == 'M') {
-		verdict = RUN_MEMORY_LIMIT;
-		msg = io.status + 4;
-	} else if (io.nstatus >= 4 && io.status[0] == 'E') {
-		verdict = RUN_EXCEPTION;
-		msg = io.status + 4;
-	} else if (io.nstatus && io.status[0] == 'I') {
-		verdict = RUN_INTERNAL;
-		msg = io.status + 1;
-		zlog("%s: sandbox: %s", l->name, msg);
-	} else if (WIFSIGNALED(ws)) {
-		/* A crash near the memory cap is the cap (an allocation that
-		 * failed where the interpreter could not raise). */
-		bool mem_cap = resp.memory_kb + 8192 >= req.mem_mb * 1024u;
-		verdict = mem_cap ? RUN_MEMORY_LIMIT : RUN_EXCEPTION;
-		snprintf(sigmsg, sizeof sigmsg, "the process was killed by signal %d (%s)%s",
-			 WTERMSIG(ws), strsignal(WTERMSIG(ws)),
-			 mem_cap ? " at the memory limit" : "");
-		msg = sigmsg;
-	}
-	resp.error = verdict;
-	resp.stdout_len = (uint32_t)io.nout;
-	resp.stderr_len = (uint32_t)io.nerr;
-	answer(conn, &resp, io.out, io.err, msg);
-	_exit(0);
+	for (int i = 0; i < HUB_NEW_FDS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return rc;
 }
-
-/* ---- the zygote: keeps `pool` monitors ready ------------------------------------ */
-
-struct mon {
-	pid_t pid;
-	bool ready;
-};
 
 void zygote_serve(const struct zygote_lang *l, const struct zygote_opts *o)
 {
 	int cur_nice = 10;
 	setpriority(PRIO_PROCESS, 0, cur_nice); /* making sandboxes is background work */
 	sb_seccomp_compile();
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	int taken[2];
-	if (pipe2(taken, O_CLOEXEC | O_NONBLOCK) < 0) {
-		zlog("%s: pipe: %s", l->name, strerror(errno));
-		_exit(1);
-	}
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-	size_t cap = 64, nmon = 0;
-	struct mon *mons = calloc(cap, sizeof *mons);
-	int ready = 0, failures = 0;
+	int made = 0, failures = 0; /* made: sandboxes the hub holds */
 	uint32_t mem_mb = 128;
 	const char *m = getenv("CUBICLE_RUN_MEM_MB");
 	if (m && atoi(m) > 0)
 		mem_mb = (uint32_t)atoi(m);
-	if (!mons || sfd < 0) {
+	if (sfd < 0 || zygote_hub < 0) {
 		zlog("%s: out of resources", l->name);
 		_exit(1);
 	}
 	for (;;) {
 		int backoff = -1;
-		while (ready < o->pool) {
-			if (failures > 3) { /* monitors die before serving: slow down */
+		while (made < o->pool) {
+			if (failures > 3) { /* sandboxes die before serving: slow down */
 				backoff = 200;
 				break;
 			}
-			if (nmon == cap) {
-				struct mon *nm = realloc(mons, 2 * cap * sizeof *mons);
-				if (!nm)
-					break;
-				mons = nm, cap *= 2;
-			}
-			/* No interpreter hooks around this fork: the monitor runs
-			 * no interpreter code; it brackets its own fork of the
-			 * sandboxed child with them (the zygote is single-threaded,
-			 * so the copy it gets is consistent). Each hook run costs
-			 * copy-on-write faults. */
 			/* Making sandboxes is background work (nice 10) while
 			 * half the pool is ready; below that, runs are about to
-			 * wait for one, so it is the most urgent work there is. */
-			int nice = ready < (o->pool + 1) / 2 ? 0 : 10;
+			 * wait for one, so it is the most urgent work there is.
+			 * The hub puts each child back to nice 0 once it is
+			 * ready. */
+			int nice = made < (o->pool + 1) / 2 ? 0 : 10;
 			if (nice != cur_nice && setpriority(PRIO_PROCESS, 0, nice) == 0)
 				cur_nice = nice;
-#ifdef ZYGOTE_TRACE
-			tr_t0 = clock_now_us();
-#endif
-			pid_t pid = fork();
-			TR(pid == 0 ? "z.fork(child)" : "z.fork(parent)");
-			if (pid == 0) {
-				close(taken[0]), close(sfd);
-				sigprocmask(SIG_UNBLOCK, &chld, NULL);
-				monitor(l, o, taken[1], mem_mb);
-				_exit(1);
-			}
-			if (pid < 0) {
+			if (zygote_make(l, o, mem_mb) < 0) {
 				backoff = 100;
 				break;
 			}
-			mons[nmon++] = (struct mon){pid, true};
-			ready++;
+			made++;
 		}
-		struct pollfd p[3] = {{CTL_FD, 0, 0}, {taken[0], POLLIN, 0}, {sfd, POLLIN, 0}};
-		int n = poll(p, 3, backoff);
+		struct pollfd p[2] = {{zygote_hub, POLLIN, 0}, {sfd, POLLIN, 0}};
+		int n = poll(p, 2, backoff);
 		if (n < 0 && errno != EINTR)
 			_exit(1);
 		if (n == 0)
 			failures = 0;
-		if (p[0].revents & (POLLHUP | POLLERR))
-			_exit(0); /* cubicled closed the control socket */
-		/* Always before reaping: a monitor tells it took a run before it
-		 * can exit, so a reaped monitor still marked ready never served. */
-		{
-			pid_t pids[64];
-			ssize_t r = read(taken[0], pids, sizeof pids);
-			for (ssize_t i = 0; r > 0 && i < r / (ssize_t)sizeof(pid_t); i++)
-				for (size_t k = 0; k < nmon; k++)
-					if (mons[k].pid == pids[i] && mons[k].ready) {
-						mons[k].ready = false;
-						ready--;
-						failures = 0;
-					}
+		if (p[0].revents) {
+			struct hub_msg d;
+			ssize_t r;
+			while ((r = recv(zygote_hub, &d, sizeof d, MSG_DONTWAIT)) ==
+			       (ssize_t)sizeof d)
+				if (d.type == HUB_DONE) {
+					made--;
+					failures = d.taken ? 0 : failures + 1;
+				}
+			if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+				_exit(0); /* the hub is gone */
 		}
-		if (p[2].revents) {
+		if (p[1].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof si) > 0)
 				;
+			/* Our children are the sandboxes: the hub learns how each
+			 * ended (it cannot wait for another's child). */
 			pid_t pid;
 			int ws;
-			while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
-				for (size_t k = 0; k < nmon; k++) {
-					if (mons[k].pid != pid)
-						continue;
-					if (mons[k].ready) { /* died before serving */
-						ready--;
-						failures++;
-					}
-					mons[k] = mons[--nmon];
-					break;
-				}
+			struct rusage ru;
+			while ((pid = wait4(-1, &ws, WNOHANG, &ru)) > 0) {
+				struct hub_msg x = {
+				    .type = HUB_EXIT,
+				    .pid = pid,
+				    .status = ws,
+				    .cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 +
+					      ru.ru_utime.tv_usec +
+					      (int64_t)ru.ru_stime.tv_sec * 1000000 +
+					      ru.ru_stime.tv_usec,
+				    .maxrss_kb = ru.ru_maxrss,
+				};
+				if (send(zygote_hub, &x, sizeof x, MSG_NOSIGNAL) < 0)
+					_exit(0);
 			}
 		}
 	}

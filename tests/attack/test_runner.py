@@ -13,7 +13,7 @@ import threading
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runner"))
-from runs import RunnerCase  # noqa: E402
+from runs import RunnerCase, wait_until  # noqa: E402
 
 
 class TestRunnerPython(RunnerCase, unittest.TestCase):
@@ -240,13 +240,24 @@ class TestRunnerPython(RunnerCase, unittest.TestCase):
         self.assertIsNone(self.cd.proc.poll())
 
     def test_supervisor_killed(self):
-        """The zygote killed from outside: the next run starts a new one."""
-        for pid in self.supervisors():
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                if f.read().startswith(b"cubicle-pyrun"):
-                    os.kill(pid, 9)
-        r = self.py("print('back')")
-        self.assertOk(r, "back\n")
+        """Either half of the supervisor killed from outside, the zygote
+        (the hub's child) or the hub (cubicled's): the next run starts a
+        new supervisor, whose runs work."""
+        for half in ("zygote", "hub"):
+            hub = self.supervisor("python")
+            self.assertIsNotNone(hub)
+            if half == "hub":
+                os.kill(hub, 9)
+            else:
+                with open("/proc/%d/task/%d/children" % (hub, hub)) as f:
+                    zygote = [int(x) for x in f.read().split()]
+                self.assertEqual(len(zygote), 1, zygote)
+                os.kill(zygote[0], 9)
+            # The hub goes with its zygote, the zygote with its hub.
+            wait_until(lambda: self.supervisor("python") is None, what="the supervisor gone")
+            r = self.py("print('back')")
+            self.assertOk(r, "back\n")
+            self.assertNotEqual(self.supervisor("python"), hub)
 
 
 class TestRunnerJavaScript(RunnerCase, unittest.TestCase):

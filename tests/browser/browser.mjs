@@ -36,7 +36,7 @@ export const CHROMIUM_ARGS = [
 
 // How long a wait on a condition may take before the test fails. A bound
 // so that a broken page fails instead of hanging, not a timing assertion.
-export const WAIT_MS = 30000;
+export const WAIT_MS = 60000;
 
 let playwrightModule = null;
 

@@ -65,13 +65,18 @@ after(async () => {
 	}
 });
 
-// Until two screenshots in a row are the same bytes: the screen is still.
+// Until two screenshots a second apart are the same bytes: the screen is
+// still. (Two quick equal ones were not enough: a fresh desktop under a
+// loaded CI machine still redrew a panel plugin after them.)
 async function settled(cid) {
 	let last = null;
 	return until(async () => {
 		const s = (await act(cid, "screenshot")).bytes;
 		const same = last && Buffer.compare(Buffer.from(s), Buffer.from(last)) === 0;
 		last = s;
+		if (!same) {
+			await new Promise((r) => setTimeout(r, 1000));
+		}
 		return same ? s : null;
 	}, "a still screen");
 }
@@ -89,9 +94,10 @@ test("a still screen costs (almost) no frame", async () => {
 	assert.equal(done.state, "stopped");
 	assert.equal(done.reason, "stopped");
 	assert.ok(done.duration_ms >= 3000, JSON.stringify(done));
-	// 10 frames a second were allowed: the first picture, the held end, and
-	// at most one change (the panel's clock turning a minute).
-	assert.ok(done.frames >= 2 && done.frames <= 3, `frames ${done.frames}`);
+	// 10 frames a second were allowed (30 in 3 s of a changing screen): the
+	// first picture, the held end, and a few changes at most (the panel's
+	// clock turning a minute, a late redraw of the fresh desktop).
+	assert.ok(done.frames >= 2 && done.frames <= 6, `frames ${done.frames}`);
 	assert.ok(done.bytes > 0 && done.bytes < 400000, `bytes ${done.bytes}`);
 	await ok("DELETE", rec(desk.id, r.id));
 });

@@ -3,8 +3,10 @@ envd on its own Xvfb desktop, in its own network namespace whose only
 route is a veth to the test's cubicled — started with the `command` the
 API gives, driven through cubicled."""
 
+import base64
 import hashlib
 import http.client
+import json
 import os
 import secrets
 import shutil
@@ -19,6 +21,14 @@ from cubicled import Cubicled, wait_until  # noqa: E402
 import harness  # noqa: E402
 from harness import http_call  # noqa: E402
 from wsclient import WebSocket  # noqa: E402
+from pngread import Png  # noqa: E402  (tests/envd, on the path through cubicled)
+from recorder import Recorder, focus  # noqa: E402
+from xevlog import png_of  # noqa: E402
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+# The window the desktop test draws on the machine's display, and its colour.
+COLOR = (0xcc, 0x33, 0x66)
+BUTTON = "CubicleByoApprove"
 
 HOST_IP, MACHINE_IP = "10.213.%d.1" % (os.getpid() % 200), "10.213.%d.2" % (os.getpid() % 200)
 
@@ -104,7 +114,11 @@ class TestByo(unittest.TestCase):
         sh(*inside, "addr", "add", MACHINE_IP + "/30", "dev", "byo0")
         sh(*inside, "link", "set", "byo0", "up")
         sh(*inside, "link", "set", "lo", "up")
-        cls.desk = harness.Desktop(wm=False, a11y=False)
+        # A workstation's session: a window manager (the windows action reads
+        # its client list) and the AT-SPI bus, which advertises itself on the
+        # display's root window; its daemon listens on a path socket, so envd
+        # in the namespace reaches it as it reaches the X server.
+        cls.desk = harness.Desktop(wm=True, a11y=True)
         cls.desk.start()
         cls.d = VethCubicled().start()
         cls.ws, cls.key = cls.d.workspace("byo")
@@ -238,6 +252,109 @@ class TestByo(unittest.TestCase):
         self.machines.append(again)
         self.assertEqual(again.proc.wait(30), 3)
         self.assertIn("refused this machine's credential", again.log())
+
+    def test_desktop_drives_like_any_computer(self):
+        # What the test draws on the machine's display: a window of a known
+        # colour that logs the events X delivers to it (the witness), and a
+        # GTK dialog on the accessibility bus.
+        rec = Recorder(self.desk, geometry="360x240+60+60", color="%02x%02x%02x" % COLOR,
+                       title="byo-recorder")
+        self.addCleanup(rec.stop)
+        zenity = self.desk.spawn(["zenity", "--question", "--title=Byo question", "--text=Approve?",
+                         "--ok-label=" + BUTTON])
+        self.addCleanup(zenity.kill)
+        _, m = self.connect()
+        cid = self.wait_machine(m)["id"]
+
+        def act(name, params=None):
+            return self.d.act(cid, name, params, key=self.key)
+
+        def pressed_at(x, y, what):
+            rec.wait_for(lambda evs: any(e["type"] == "press" and e["button"] == 1 and
+                                         (e["x_root"], e["y_root"]) == (x, y) for e in evs),
+                         15, what + " at %d,%d witnessed on the display" % (x, y))
+
+        # A point of the window away from every point the test clicks (a
+        # screenshot may draw the cursor).
+        spot = (rec.x + 8, rec.y + 8)
+
+        def shows_window(png):
+            self.assertEqual((png.width, png.height), (1280, 800))
+            self.assertEqual(tuple(png.pixel(*spot)[:3]), COLOR)
+
+        # The windows action lists the window the test opened.
+        listed = [w for w in act("windows")["windows"] if w["title"] == "byo-recorder"]
+        self.assertEqual([w["id"] for w in listed], [rec.window])
+        # The accessibility tree: envd found the AT-SPI bus through the root
+        # window (its environment has no session bus) and sees zenity's button.
+        def button():
+            tree = act("get_accessibility_tree", {"app": "zenity"})
+            stack = list(tree["applications"])
+            while stack:
+                n = stack.pop()
+                if n["role"] == "push button" and n["name"] == BUTTON:
+                    return n
+                stack.extend(n["children"])
+            return None
+        self.assertIn("click", wait_until(button, 30, "zenity's button in the tree")["actions"])
+        # A click and typing, witnessed by the window they went to.
+        focus(self.desk, rec.window)
+        x, y = rec.center()
+        act("left_click", {"x": x, "y": y})
+        pressed_at(x, y, "the left_click action")
+        rec.clear()
+        act("type", {"text": "byo!"})
+        keys = rec.wait_for(lambda evs: [e["name"] for e in evs if e["type"] == "key_press"
+                                         and e["name"] != "Shift_L"][-1:] == ["exclam"],
+                            15, "the typed text's last key")
+        self.assertEqual([e["name"] for e in keys if e["type"] == "key_press"
+                          and e["name"] != "Shift_L"], ["b", "y", "o", "exclam"])
+
+        # MCP: a screenshot showing the window, a click witnessed.
+        def mcp(tool, **args):
+            r = self.d.req("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                            "params": {"name": tool, "arguments": dict(
+                                                args, computer_id=cid)}},
+                           key=self.key, headers={"Accept": "application/json, text/event-stream"})
+            self.assertEqual(r.status, 200, r.body[:300])
+            res = r.json["result"]
+            self.assertNotIn("isError", res, res)
+            return res
+        image = mcp("screenshot")["content"][0]
+        self.assertEqual(image["mimeType"], "image/png")
+        shows_window(Png(base64.b64decode(image["data"])))
+        rec.clear()
+        mcp("left_click", x=x - 40, y=y - 30)
+        pressed_at(x - 40, y - 30, "MCP's left_click")
+
+        # Both computer-use dialects: a screenshot and a click each.
+        def cu(body):
+            r = self.d.req("POST", "/v1/computers/%s/computer-use" % cid, body, key=self.key)
+            self.assertEqual(r.status, 200, r.body[:300])
+            return r.json
+        shows_window(png_of(cu({"action": "screenshot"})))
+        rec.clear()
+        cu({"action": "left_click", "coordinate": [x + 50, y + 20]})
+        pressed_at(x + 50, y + 20, "Anthropic's left_click")
+        shows_window(png_of(cu({"type": "screenshot"})))
+        rec.clear()
+        out = cu({"type": "click", "button": "left", "x": x - 60, "y": y + 40})
+        self.assertEqual(out["type"], "computer_call_output")
+        pressed_at(x - 60, y + 40, "OpenAI's click")
+
+        # The embed page in Chromium shows the machine's screen: the window's
+        # colour where it is on the display, through the gateway and the link.
+        t = self.d.ok("POST", "/v1/computers/%s/stream" % cid, {"ttl_s": 120}, key=self.key,
+                      status=201)
+        self.assertIn(HOST_IP, t["embed_url"])
+        r = subprocess.run(["node", os.path.join(REPO, "tests", "browser", "embed_pixel.mjs"),
+                            t["embed_url"], str(spot[0]), str(spot[1]),
+                            "%02x%02x%02x" % COLOR],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertEqual(json.loads(r.stdout), {"width": 1280, "height": 800})
+        self.d.ok("DELETE", "/v1/computers/" + cid, key=self.key)
+        self.assertEqual(m.proc.wait(15), 3)
 
     def test_tokens_refused(self):
         # A used token: the second machine is turned away with the reason.

@@ -3,24 +3,28 @@
 // imported from there, then its whole surface against a real cubicled and
 // a real desktop computer: Computer.create, every action of
 // spec/actions.json as a method, typed errors, files streamed both ways,
-// run, stream URLs, computer-use, connect tokens, usage; and the README's
-// agent loop type-checked against the shipped .d.ts.
+// run, stream URLs, computer-use (a toolset turn whose middle call fails),
+// connect tokens, usage, previews (a server in a sandbox through its URL,
+// the token becoming a cookie), CDP, recordings (downloaded as WebM); and
+// the README's agent loop type-checked against the shipped .d.ts.
+// test_sdk_parity.mjs holds its surface against the Python SDK's.
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync, openAsBlob, statSync } from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { pathToFileURL } from "node:url";
 
-import { Cubicled, repoRoot } from "./cubicled.mjs";
+import { Cubicled, repoRoot, until } from "./cubicled.mjs";
 
 const sdkDir = path.join(repoRoot, "sdk", "js");
 const spec = JSON.parse(readFileSync(path.join(repoRoot, "spec", "actions.json"), "utf8"));
 
-let tmp, sdk, srv, client, desk, ws, key;
+let tmp, sdk, srv, client, desk, sand, ws, key;
 
 before(async () => {
 	tmp = mkdtempSync(path.join(os.tmpdir(), "cubicle-sdk-js-"));
@@ -38,8 +42,32 @@ before(async () => {
 	srv = await new Cubicled().start();
 	({ ws, key } = await srv.workspace("sdk-js"));
 	client = new sdk.mod.Client({ url: srv.base, api_key: key });
-	desk = await sdk.mod.Computer.create({ kind: "desktop", client, idle_timeout_s: 600 });
+	[desk, sand] = await Promise.all([
+		sdk.mod.Computer.create({ kind: "desktop", client, idle_timeout_s: 600 }),
+		sdk.mod.Computer.create({ kind: "sandbox", size: "xs", client, idle_timeout_s: 600 }),
+	]);
 });
+
+// GET of a preview URL as a browser sends it: to the preview listener on
+// the loopback, its host name in Host (node resolves no *.localhost name),
+// no redirect followed. Answers {status, headers, body}.
+function previewGet(url, headers = {}) {
+	const u = new URL(url);
+	return new Promise((resolve, reject) => {
+		const req = http.request(
+			{ host: "127.0.0.1", port: u.port, path: u.pathname + u.search, agent: false,
+				headers: { Host: u.host, Accept: "text/html", ...headers } },
+			(res) => {
+				let body = "";
+				res.setEncoding("utf8");
+				res.on("data", (d) => (body += d));
+				res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, body }));
+			},
+		);
+		req.on("error", reject);
+		req.end();
+	});
+}
 
 after(async () => {
 	if (srv) await srv.stop();
@@ -83,7 +111,9 @@ describe("against a real desktop", () => {
 			assert.equal(typeof C[a.name], "function", a.name);
 		}
 		for (const m of ["read_file", "write_file", "read_file_stream", "stream", "stream_url",
-			"computer_use", "stop", "start", "delete", "refresh", "wait", "action", "action_raw"]) {
+			"computer_use", "stop", "start", "delete", "refresh", "wait", "action", "action_raw",
+			"preview", "preview_url", "previews", "revoke_preview", "cdp", "start_recording",
+			"stop_recording", "recordings", "recording_actions", "download_recording", "delete_recording"]) {
 			assert.equal(typeof C[m], "function", m);
 		}
 		assert.equal(sdk.mod.TABLE.length, spec.actions.filter((a) => a.python !== false).length);
@@ -135,6 +165,12 @@ describe("against a real desktop", () => {
 		const gone = new m.Client({ url: "http://127.0.0.1:1", api_key: key });
 		await assert.rejects(gone.healthz(), (e) => e instanceof m.ConnectionFailed && e.code === "unreachable");
 		assert.throws(() => desk.move_cursor(1), TypeError); // a required positional missing
+		// install_packages(...apt, {pip, npm}): both reach envd, which checks
+		// every name before it installs anything (no network needed here).
+		await assert.rejects(desk.install_packages("jq", "Not A Package!", { pip: ["requests"] }), (e) =>
+			e instanceof m.InvalidParameter && e.param === "apt" && /Not A Package!/.test(e.message));
+		await assert.rejects(desk.install_packages({ pip: ["--index-url=http://127.0.0.1:1/"] }), (e) =>
+			e instanceof m.InvalidParameter && e.param === "pip");
 		assert.equal(m.fromAnswer(507, { error: { code: "insufficient_storage", message: "full" } }).constructor,
 			m.InsufficientStorage);
 		assert.equal(m.fromAnswer(502, null).constructor, m.BadGateway);
@@ -204,6 +240,119 @@ describe("against a real desktop", () => {
 		const listed = await sdk.mod.Computer.list({ client, kind: "desktop" });
 		assert.deepEqual(listed.map((c) => c.id), [desk.id]);
 		assert.equal((await client.healthz()).ok, true);
+	});
+
+	test("computer-use: a toolset turn whose middle call fails, a GA OpenAI batch", async () => {
+		const m = sdk.mod;
+		const size = await desk.get_screen_size();
+		// The model sees half the screen; a point a of its display d is
+		// screen pixel ⌊(2a+1)·s / 2d⌋ (docs/computer-use.md).
+		const [w, h] = [Math.floor(size.width / 2), Math.floor(size.height / 2)];
+		const at = (x, y) => [Math.floor(((2 * x + 1) * size.width) / (2 * w)), Math.floor(((2 * y + 1) * size.height) / (2 * h))];
+		const cursor = async () => {
+			const p = await desk.get_cursor_position();
+			return [p.x, p.y];
+		};
+		const use = (id, name, input) => ({ type: "tool_use", id, name, toolset_name: "computer", input });
+		const turn = { type: "message", role: "assistant", content: [
+			{ type: "text", text: "Moving, then a call without its coordinate, then a click." },
+			use("toolu_a", "mouse_move", { coordinate: [40, 50] }),
+			use("toolu_b", "mouse_move", {}),
+			use("toolu_c", "left_click", { coordinate: [60, 70] }),
+		] };
+		const out = await desk.computer_use(turn, { tool: "computer_toolset_20260801", display: [w, h] });
+		assert.ok(out instanceof m.ComputerUseAnswer);
+		assert.deepEqual([out.ran, out.failed], [1, 2]); // failed: its index in content
+		assert.match(out.error, /coordinate/);
+		// The vendor's JSON exactly: what the loop sends back, nothing of ours.
+		assert.deepEqual(Object.keys(JSON.parse(JSON.stringify(out))).sort(), ["content", "role"]);
+		assert.equal(out.role, "user");
+		assert.deepEqual(out.content.map((r) => [r.tool_use_id, r.toolset_name, Boolean(r.is_error)]),
+			[["toolu_a", "computer", false], ["toolu_b", "computer", true], ["toolu_c", "computer", true]]);
+		assert.equal(out.content[0].content[0].text, "Moved the mouse.");
+		assert.match(out.content[1].content[0].text, /coordinate/);
+		assert.match(out.content[2].content[0].text, /^Not executed/);
+		// The first ran, scaled to the screen ((2a+1)·s / 2d); the click did not.
+		assert.deepEqual(await cursor(), at(40, 50));
+		// OpenAI's GA tool: actions[] in one computer_call, the display as "WxH".
+		const oa = await desk.computer_use({ type: "computer_call", call_id: "call_1", actions: [
+			{ type: "move", x: 10, y: 20 }, { type: "move", x: 11, y: 21 }] }, { tool: "computer", display: `${w}x${h}` });
+		assert.deepEqual([oa.type, oa.call_id, oa.output.type, oa.ran, oa.failed, oa.error],
+			["computer_call_output", "call_1", "computer_screenshot", 2, null, null]);
+		assert.deepEqual(await cursor(), at(11, 21));
+		await assert.rejects(desk.computer_use(turn, { tool: "computer_9999" }), (e) =>
+			e instanceof m.InvalidParameter && e.param === "tool");
+	});
+
+	test("previews: a server in a sandbox through its URL, the token becoming the host's cookie", async () => {
+		const m = sdk.mod;
+		await sand.write_file("/tmp/www/index.html", "<p>served in the sandbox</p>");
+		await sand.bash("(setsid python3 -m http.server 8123 --bind 127.0.0.1 --directory /tmp/www >/tmp/www.log 2>&1 &)");
+		const p = await sand.preview(8123, { ttl_s: 120 });
+		const host = `8123-${sand.id}.localhost:${srv.previewPort}`;
+		assert.ok(p.url.startsWith(`http://${host}/?cubicle_token=`), p.url);
+		assert.deepEqual([p.port, p.public, typeof p.expires_at], [8123, false, "string"]);
+		// The first request brings the token: a redirect to the URL without
+		// it, and a cookie of that host only.
+		const first = await previewGet(p.url);
+		assert.equal(first.status, 302);
+		assert.equal(new URL(first.headers.location, `http://${host}/`).href, `http://${host}/`);
+		const cookie = first.headers["set-cookie"][0];
+		assert.match(cookie, /^cubicle_preview=[^;]+;.*HttpOnly/);
+		assert.doesNotMatch(cookie, /Domain=/i);
+		const jar = { Cookie: cookie.split(";")[0] };
+		const page = await until(async () => {
+			const r = await previewGet(`http://${host}/`, jar);
+			return r.status === 200 && r;
+		}, "the sandbox's server through its preview");
+		assert.match(page.body, /served in the sandbox/);
+		assert.equal((await previewGet(`http://${host}/`)).status, 401); // no cookie, no token
+		// Another port: its own URL; listed, revoked.
+		const other = await sand.preview_url(8124);
+		assert.equal(new URL(other).host, `8124-${sand.id}.localhost:${srv.previewPort}`);
+		assert.deepEqual((await sand.previews()).map((x) => x.port).sort(), [8123, 8124]);
+		assert.deepEqual(await sand.revoke_preview(8124), { ok: true, id: sand.id, port: 8124 });
+		assert.deepEqual((await sand.previews()).map((x) => x.port), [8123]);
+		assert.equal((await previewGet(`http://${host}/`, jar)).status, 200);
+		await sand.revoke_preview(8123);
+		assert.equal((await previewGet(`http://${host}/`, jar)).status, 403);
+		await assert.rejects(sand.preview(0), (e) => e instanceof m.InvalidParameter && e.param === "port");
+		await assert.rejects(sand.cdp(), m.Conflict); // a sandbox has no desktop browser
+	});
+
+	test("cdp: the desktop's Chromium through cubicled", async () => {
+		const c = await desk.cdp({ ttl_s: 60 });
+		assert.match(c.ws_url, new RegExp(`^ws://127\\.0\\.0\\.1:${srv.previewPort}/cdp/[^/]+/devtools/browser/`));
+		assert.equal(typeof c.started, "boolean");
+		const v = await (await fetch(`${c.http_url}/json/version`)).json();
+		assert.match(v.Browser, /Chrom/);
+		assert.ok(v.webSocketDebuggerUrl.startsWith(`ws://127.0.0.1:${srv.previewPort}/cdp/`), v.webSocketDebuggerUrl);
+		assert.equal((await desk.cdp()).started, false); // the same browser, reused
+	});
+
+	test("recordings: started, stopped, downloaded as WebM bytes, with the track of its actions", async () => {
+		const m = sdk.mod;
+		const size = await desk.get_screen_size();
+		const r = await desk.start_recording();
+		assert.deepEqual([r.state, r.keep, r.width, r.height], ["recording", false, size.width, size.height]);
+		await desk.move_cursor(7, 8);
+		assert.deepEqual((await desk.recordings()).map((x) => x.id), [r.id]);
+		const done = await desk.stop_recording(r.id, { keep: true });
+		assert.deepEqual([done.id, done.state, done.keep, done.actions], [r.id, "stopped", true, 1]);
+		const track = await desk.recording_actions(r.id);
+		assert.equal(track.recording.id, r.id);
+		assert.deepEqual(track.actions.map((a) => [a.action, a.params, a.status]), [["move_cursor", { x: 7, y: 8 }, 200]]);
+		const webm = await desk.download_recording(r.id);
+		assert.ok(webm instanceof Uint8Array);
+		assert.deepEqual([...webm.subarray(0, 4)], [0x1a, 0x45, 0xdf, 0xa3]); // EBML
+		assert.ok(Buffer.from(webm.subarray(0, 64)).includes("webm"), "DocType webm");
+		assert.equal(webm.length, done.bytes);
+		const local = path.join(tmp, "rec.webm");
+		assert.equal(await desk.download_recording(r.id, local), done.bytes);
+		assert.deepEqual(new Uint8Array(readFileSync(local)), webm);
+		assert.deepEqual(await desk.delete_recording(r.id), { id: r.id, deleted: true });
+		await assert.rejects(desk.recording_actions(r.id), m.NotFound);
+		await assert.rejects(sand.start_recording(), m.Conflict);
 	});
 
 	test("stop, start, wait, delete (Symbol.asyncDispose)", async () => {

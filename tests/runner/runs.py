@@ -3,6 +3,7 @@
 
 import os
 import sys
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "attack"))
@@ -67,3 +68,48 @@ class RunnerCase:
             if ppid == self.cd.proc.pid and (cmd.startswith(b"cubicle-") or cmd == b"node"):
                 out.append(int(pid))
         return out
+
+    def supervisor(self, lang):
+        """The live (not zombie) supervisor of lang, a pid, or None."""
+        mark = b"cubicle-pyrun" if lang == "python" else b"jsrun.mjs"
+        for pid in self.supervisors():
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if state != "Z" and mark in cmd:
+                return pid
+        return None
+
+    def assert_restarted_supervisor_lives(self, lang, code):
+        """A supervisor that a run started again (from that request's
+        thread, which ends with it) outlives the thread: the next run finds
+        it, the same process, alive (a PR_SET_PDEATHSIG would kill it as the
+        thread exits)."""
+        tasks = "/proc/%d/task" % self.cd.proc.pid
+        run = lambda: self.post({"language": lang, "code": code})
+        self.assertOk(run())
+        old = self.supervisor(lang)
+        self.assertIsNotNone(old)
+        os.kill(old, 9)
+        wait_until(lambda: self.supervisor(lang) is None, what="the supervisor dead")
+        before = set(os.listdir(tasks))
+        answer = []
+        t = threading.Thread(target=lambda: answer.append(run()))
+        t.start()
+        new = wait_until(lambda: self.supervisor(lang), what="a supervisor started by the run")
+        # The request's thread is among these while its run is in flight.
+        during = set(os.listdir(tasks)) - before
+        in_flight = t.is_alive()
+        t.join()
+        self.assertTrue(in_flight, "the run answered before its thread was seen")
+        self.assertNotEqual(new, old)
+        self.assertOk(answer[0])
+        wait_until(lambda: len(during & set(os.listdir(tasks))) < len(during),
+                   what="the request's thread gone")
+        for _ in range(3):
+            self.assertOk(run())
+            self.assertEqual(self.supervisor(lang), new, "the supervisor was started again")

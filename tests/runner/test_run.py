@@ -248,6 +248,9 @@ class TestRunPython(RunnerCase, unittest.TestCase):
                 c.run("python", "#" * 10241)
             self.assertEqual(ctx.exception.status, 413)
 
+    def test_supervisor_restarted_by_a_run_lives_on(self):
+        self.assert_restarted_supervisor_lives("python", "print(1)")
+
     def test_metrics_and_usage(self):
         before = self.cd.ok("GET", "/v1/usage", key=self.key2)["runs"]
         self.py("print(1)", key=self.key2)
@@ -327,6 +330,9 @@ class TestRunJavaScript(RunnerCase, unittest.TestCase):
         self.assertEqual(r["language"], "javascript")
         for k in ("cpu_ms", "wall_ms", "memory_kb"):
             self.assertIsInstance(r[k], int, k)
+
+    def test_supervisor_restarted_by_a_run_lives_on(self):
+        self.assert_restarted_supervisor_lives("javascript", "console.log(1)")
 
     def test_stdin(self):
         r = self.js("console.log(stdin.split('\\n').filter(Boolean).map((l) => l.length).join())",

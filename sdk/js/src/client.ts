@@ -138,9 +138,9 @@ export class Client {
     return resp.body ?? new ReadableStream({ start: (c) => c.close() });
   }
 
-  /** PUT data, streamed; answers {"ok", "path", "size"}. */
-  async upload(path: string, query: Query, data: Upload, length?: number): Promise<JsonObject> {
-    const resp = await this.raw("PUT", path, { query, data, length });
+  /** PUT `source`, streamed (`length`: a stream's byte count); answers {"ok", "path", "size"}. */
+  async upload(path: string, query: Query, source: Upload, length?: number): Promise<JsonObject> {
+    const resp = await this.raw("PUT", path, { query, data: source, length });
     return resp.json();
   }
 

@@ -1,7 +1,7 @@
 /** A computer: its lifecycle and, made from the generated table, every action. */
 import { install } from "./actions.js";
 import type { Actions } from "./_table.js";
-import { Client, defaultClient, type Upload } from "./client.js";
+import { Client, defaultClient, type Query, type Upload } from "./client.js";
 import { ComputerFailed, Conflict, NotFound } from "./errors.js";
 import type { JsonObject } from "./types.js";
 
@@ -36,16 +36,143 @@ export interface StreamToken {
   view_only: boolean;
 }
 
+/** A preview's URL: {"url", "expires_at", "port", "public"}. */
+export interface Preview {
+  /** http://PORT-ID.DOMAIN[:PORT]/?cubicle_token=…: the token becomes a
+   * cookie of that host on the first request (none when public). */
+  url: string;
+  expires_at: string;
+  port: number;
+  public: boolean;
+}
+
+export interface PreviewOptions {
+  /** How long the URL works (default 3600 s, at most cubicled's --preview-ttl-max). */
+  ttl_s?: number;
+  /** No token needed until it expires (cubicled must run with --public-previews). */
+  public?: boolean;
+}
+
+/** The desktop browser's DevTools through cubicled (POST …/cdp). */
+export interface Cdp {
+  /** For Playwright's `chromium.connectOverCDP(ws_url)` or Puppeteer's `connect`. */
+  ws_url: string;
+  /** Its /json/version names a webSocketDebuggerUrl through cubicled. */
+  http_url: string;
+  expires_at: string;
+  browser?: string;
+  /** Chromium was started for this (false: the one that ran is reused). */
+  started: boolean;
+}
+
+/** A screen recording (docs/api.md, Recordings). Times are Unix ms. */
+export interface Recording {
+  id: string;
+  computer_id: string;
+  workspace: string;
+  state: "recording" | "stopped" | "failed";
+  /** Kept after its computer is deleted. */
+  keep: boolean;
+  started_at: number;
+  stopped_at: number | null;
+  duration_ms: number;
+  /** The WebM file's size (counted against the workspace's storage quota). */
+  bytes: number;
+  frames: number;
+  /** Actions the API ran on the computer while it recorded. */
+  actions: number;
+  width: number;
+  height: number;
+  format: string;
+  /** Why it ended. */
+  reason?: "stopped" | "max_duration" | "max_bytes" | "storage_full" | "source_ended" | "error";
+  error?: string;
+}
+
+/** One action of a recording's track. */
+export interface RecordingAction {
+  /** When it started, in ms of the video (its currentTime × 1000). */
+  t_ms: number;
+  duration_ms: number;
+  action: string;
+  /** Its parameters; a string over 256 bytes is cut ("...(N bytes)"). */
+  params: JsonObject;
+  /** The HTTP status of its answer. */
+  status: number;
+}
+
+/** recording_actions(): the recording and what the API ran meanwhile. */
+export interface RecordingTrack {
+  recording: Recording;
+  actions: RecordingAction[];
+}
+
+/** The tools[] entry a computer-use model was given (docs/computer-use.md). */
+export type ComputerUseTool = "computer_toolset_20260801" | "computer_20251124" | "computer_20250124" |
+  "computer_20241022" | "computer" | "computer_use_preview";
+
 export interface ComputerUseOptions {
-  /** "anthropic" or "openai" (default: told by the input's shape). */
+  /** The type of the tools[] entry the model was given (default: told by the input's shape). */
+  tool?: ComputerUseTool;
+  /** "anthropic" or "openai": the vendor, when `tool` does not say it. */
   dialect?: "anthropic" | "openai";
-  /** The display the agent sees, "WIDTHxHEIGHT" (coordinates are scaled). */
-  display?: string;
+  /** The display the model sees: [width, height], {width, height} or
+   * "WIDTHxHEIGHT" (screenshots are scaled to it, coordinates back). */
+  display?: [number, number] | { width: number; height: number } | string;
+  /** A pause before a screenshot that follows an action (0..10000). */
   screenshot_delay_ms?: number;
+}
+
+/**
+ * What computer_use() answers: the vendor's JSON exactly (its own
+ * enumerable properties: JSON.stringify gives what the loop sends back),
+ * and how a batch went, from the answer's headers: `ran`, the calls done,
+ * in order; `failed`, the index of the one that failed (in the turn's
+ * content, or in actions[]), null if none; `error`, why.
+ */
+export class ComputerUseAnswer {
+  [key: string]: any;
+  declare readonly ran: number;
+  declare readonly failed: number | null;
+  declare readonly error: string | null;
+
+  constructor(answer: JsonObject, headers: Headers) {
+    Object.assign(this, answer);
+    const ran = headers.get("x-computer-use-ran");
+    const failed = headers.get("x-computer-use-failed");
+    // Not enumerable: not part of the vendor's JSON.
+    Object.defineProperties(this, {
+      ran: { value: ran !== null ? Number(ran) : 1 },
+      failed: { value: failed !== null ? Number(failed) : null },
+      error: { value: headers.get("x-computer-use-error") },
+    });
+  }
 }
 
 function pathOf(id: string, sub = ""): string {
   return "/v1/computers/" + encodeURIComponent(id) + sub;
+}
+
+/** Bytes of a download, whole; or, with `to` (a WritableStream, or a local
+ * path on Node), streamed there, answering the byte count. */
+async function drain(stream: ReadableStream<Uint8Array>, to?: WritableStream<Uint8Array> | string): Promise<Uint8Array | number> {
+  if (to === undefined) return new Uint8Array(await new Response(stream).arrayBuffer());
+  let n = 0;
+  const counted = stream.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, c) {
+      n += chunk.byteLength;
+      c.enqueue(chunk);
+    },
+  }));
+  if (typeof to === "string") {
+    // Node only: loaded when asked for, so the SDK itself needs no Node module.
+    const fs = await import("node:fs");
+    const { Writable } = await import("node:stream");
+    await counted.pipeTo(Writable.toWeb(fs.createWriteStream(to)) as WritableStream<Uint8Array>);
+  } else {
+    await counted.pipeTo(to);
+  }
+  return n;
 }
 
 /**
@@ -102,7 +229,7 @@ export class Computer {
     }).filter(([, v]) => v !== undefined));
     const query = wait ? { wait: "running", timeout_s: Math.trunc(o.timeout_s ?? 120) } : undefined;
     const c = new Computer(await client.request("POST", "/v1/computers", body, query), client);
-    if (wait) c.checkRunning();
+    if (wait) c.#checkRunning();
     return c;
   }
 
@@ -119,7 +246,7 @@ export class Computer {
     return (out.computers as JsonObject[]).map((c) => new Computer(c, client));
   }
 
-  private checkRunning(): void {
+  #checkRunning(): void {
     if (this.state === "error") {
       throw new ComputerFailed("computer_failed",
         `computer ${this.id} failed: ${this.data.error || "unknown error"}`);
@@ -184,6 +311,91 @@ export class Computer {
     return this.client.request("POST", pathOf(this.id, "/stream/revoke"));
   }
 
+  // ---- previews and CDP (docs/api.md, "Previews" and "CDP") ------------------------------
+
+  /**
+   * A URL that opens `port` of this computer in a browser, HTTP and
+   * WebSocket: {"url", "expires_at", "port", "public"}. The URL carries a
+   * token (it becomes a cookie of that host on the first request) unless
+   * public (which cubicled must allow: --public-previews).
+   */
+  preview(port: number, o: PreviewOptions = {}): Promise<Preview> {
+    const body: JsonObject = { port: Math.trunc(port) };
+    if (o.ttl_s !== undefined) body.ttl_s = Math.trunc(o.ttl_s);
+    if (o.public) body.public = true;
+    return this.client.request("POST", pathOf(this.id, "/previews"), body);
+  }
+
+  /** Just the preview's URL. */
+  async preview_url(port: number, o: PreviewOptions = {}): Promise<string> {
+    return (await this.preview(port, o)).url;
+  }
+
+  /** This computer's previews that still work: [{"port", "public", "expires_at"}]. */
+  async previews(): Promise<Omit<Preview, "url">[]> {
+    return (await this.client.request("GET", pathOf(this.id, "/previews"))).previews;
+  }
+
+  /** Every URL of port's previews stops working; open connections close. */
+  revoke_preview(port: number): Promise<{ ok: boolean; id: string; port: number }> {
+    return this.client.request("DELETE", pathOf(this.id, `/previews/${Math.trunc(port)}`));
+  }
+
+  /**
+   * The desktop browser's DevTools through cubicled (Chromium started or
+   * reused): {"ws_url", "http_url", "expires_at", "browser", "started"};
+   * ws_url is for Playwright's `chromium.connectOverCDP`.
+   */
+  cdp(o: { ttl_s?: number } = {}): Promise<Cdp> {
+    return this.client.request("POST", pathOf(this.id, "/cdp"),
+      o.ttl_s === undefined ? {} : { ttl_s: Math.trunc(o.ttl_s) });
+  }
+
+  // ---- recordings (docs/api.md, "Recordings") ---------------------------------------------
+
+  /** Starts recording the screen (a running desktop); answers the recording
+   * (state "recording") once its first picture is in. */
+  start_recording(o: { keep?: boolean } = {}): Promise<Recording> {
+    return this.client.request("POST", pathOf(this.id, "/recordings"), { keep: Boolean(o.keep) });
+  }
+
+  /** Stops it (the file is finished when this answers); `keep` keeps it after
+   * the computer is deleted. Answers the recording. */
+  stop_recording(recording_id: string, o: { keep?: boolean } = {}): Promise<Recording> {
+    return this.client.request("POST", this.#recordingPath(recording_id, "/stop"),
+      o.keep === undefined ? {} : { keep: Boolean(o.keep) });
+  }
+
+  /** The computer's recordings, oldest first. */
+  async recordings(): Promise<Recording[]> {
+    return (await this.client.request("GET", pathOf(this.id, "/recordings"))).recordings;
+  }
+
+  /** {"recording", "actions": [{"t_ms", "duration_ms", "action", "params",
+   * "status"}]}: what the API ran while it recorded. */
+  recording_actions(recording_id: string): Promise<RecordingTrack> {
+    return this.client.request("GET", this.#recordingPath(recording_id, "/actions"));
+  }
+
+  /**
+   * The WebM file's bytes; or, with `to` (a WritableStream, or a local path
+   * on Node), streams it there and answers the byte count.
+   */
+  download_recording(recording_id: string): Promise<Uint8Array>;
+  download_recording(recording_id: string, to: WritableStream<Uint8Array> | string): Promise<number>;
+  async download_recording(recording_id: string, to?: WritableStream<Uint8Array> | string): Promise<Uint8Array | number> {
+    return drain(await this.client.download(this.#recordingPath(recording_id)), to);
+  }
+
+  /** Deletes it (stopping it first if it records). */
+  delete_recording(recording_id: string): Promise<{ id: string; deleted: boolean }> {
+    return this.client.request("DELETE", this.#recordingPath(recording_id));
+  }
+
+  #recordingPath(recording_id: string, sub = ""): string {
+    return pathOf(this.id, "/recordings/" + encodeURIComponent(recording_id) + sub);
+  }
+
   // ---- actions ------------------------------------------------------------------------
 
   /** Runs any action with its parameters; answers its JSON. */
@@ -199,14 +411,31 @@ export class Computer {
   }
 
   /**
-   * One Anthropic or OpenAI computer-use action, answered in its dialect's
-   * shape: an Anthropic tool input ({"action": ...}) or tool_use block → a
-   * tool_result block; an OpenAI action or computer_call → a
-   * computer_call_output item (docs/api.md, Computer-use compatibility).
+   * Runs what a computer-use model sent and answers what its loop sends
+   * back, exactly (POST …/computer-use, docs/computer-use.md).
+   *
+   * `input`: an Anthropic tool_use block, assistant turn ({"content": [...]},
+   * or the Messages API's answer as is) or computer input ({"action", ...});
+   * an OpenAI computer_call item or action ({"type", ...}). `tool`: the
+   * type of the tools[] entry the model was given (default: by the input's
+   * shape); `dialect` may say the vendor instead. `display`: what the model
+   * sees.
+   *
+   * The answer is a tool_result block, {"role": "user", "content":
+   * [tool_result, ...]} for a turn, or a computer_call_output item: a
+   * ComputerUseAnswer whose `ran`, `failed` and `error` say how a batch
+   * went. A failure midway is in the answer (is_error results, "status":
+   * "incomplete"), not an exception.
    */
-  computer_use(input: JsonObject, o: ComputerUseOptions = {}): Promise<JsonObject> {
-    return this.client.request("POST", pathOf(this.id, "/computer-use"), input,
-      { dialect: o.dialect, display: o.display, screenshot_delay_ms: o.screenshot_delay_ms });
+  async computer_use(input: JsonObject, o: ComputerUseOptions = {}): Promise<ComputerUseAnswer> {
+    const body: JsonObject = { ...input };
+    const query: Query = { dialect: o.dialect, tool: o.tool, screenshot_delay_ms: o.screenshot_delay_ms };
+    const d = o.display;
+    if (typeof d === "string") query.display = d;
+    else if (Array.isArray(d)) body.display = { width: Math.trunc(d[0]), height: Math.trunc(d[1]) };
+    else if (d) body.display = { width: Math.trunc(d.width), height: Math.trunc(d.height) };
+    const resp = await this.client.raw("POST", pathOf(this.id, "/computer-use"), { body, query });
+    return new ComputerUseAnswer(await resp.json(), resp.headers);
   }
 
   // ---- files: streamed through /files, any size -----------------------------------------
@@ -218,24 +447,7 @@ export class Computer {
   read_file(path: string): Promise<Uint8Array>;
   read_file(path: string, to: WritableStream<Uint8Array> | string): Promise<number>;
   async read_file(path: string, to?: WritableStream<Uint8Array> | string): Promise<Uint8Array | number> {
-    const stream = await this.read_file_stream(path);
-    if (to === undefined) return new Uint8Array(await new Response(stream).arrayBuffer());
-    let n = 0;
-    const counted = stream.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, c) {
-        n += chunk.byteLength;
-        c.enqueue(chunk);
-      },
-    }));
-    if (typeof to === "string") {
-      // Node only: loaded when asked for, so the SDK itself needs no Node module.
-      const fs = await import("node:fs");
-      const { Writable } = await import("node:stream");
-      await counted.pipeTo(Writable.toWeb(fs.createWriteStream(to)) as WritableStream<Uint8Array>);
-    } else {
-      await counted.pipeTo(to);
-    }
-    return n;
+    return drain(await this.read_file_stream(path), to);
   }
 
   /** The file as a stream of bytes, as it arrives. */

@@ -14,8 +14,11 @@
  */
 export { Client, defaultClient, DEFAULT_URL } from "./client.js";
 export type { ClientOptions, Query, RawOptions, Upload } from "./client.js";
-export { Computer } from "./computer.js";
-export type { ComputerUseOptions, CreateOptions, Kind, State, StreamToken } from "./computer.js";
+export { Computer, ComputerUseAnswer } from "./computer.js";
+export type {
+  Cdp, ComputerUseOptions, ComputerUseTool, CreateOptions, Kind, Preview, PreviewOptions, Recording,
+  RecordingAction, RecordingTrack, State, StreamToken,
+} from "./computer.js";
 export { TABLE } from "./_table.js";
 export type { Actions, Result } from "./_table.js";
 export { actionBody } from "./actions.js";
