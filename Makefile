@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check generate clean deb fuzz soak
+.PHONY: all deps build build-asan test test-fast run run-envd bench images format format-check generate clean deb fuzz soak cluster-long
 
 all: build
 
@@ -84,6 +84,14 @@ fuzz: build
 SOAK_MINUTES ?= 60
 soak: build images
 	@python3 tests/soak/soak.py --build $(BUILD) --minutes $(SOAK_MINUTES)
+
+# The cluster's suite (tests/cluster/) with the kill -9 case repeated
+# CLUSTER_KILLS times (CI runs 3), and bench/cluster.py's figures.
+CLUSTER_KILLS ?= 20
+cluster-long: build images
+	cd tests/cluster && CUBICLE_BUILD=$(abspath $(BUILD)) CUBICLE_CLUSTER_KILLS=$(CLUSTER_KILLS) \
+		python3 -m unittest -v test_cluster test_pg_failover
+	CUBICLE_BUILD=$(abspath $(BUILD)) python3 bench/cluster.py --kills $(CLUSTER_KILLS) --patroni
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

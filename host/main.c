@@ -18,6 +18,8 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <openssl/sha.h>
 
@@ -27,6 +29,7 @@
 #include "token.h"
 #include "core.h"
 #include "guest-net.h"
+#include "nodeauth.h"
 #include "guest-setup.h"
 #include "store.h"
 
@@ -141,6 +144,25 @@ static void main_usage(FILE *to)
 	      "  --npm-registry URL        the registry npm uses in guests (default npm's)\n"
 	      "  --guest-sizes on|off      whether containers show their size in nproc, /proc\n"
 	      "                            and uptime (default on; off: the host's)\n"
+	      "\n"
+	      "A cluster of hosts behind one API (docs/cluster.md):\n"
+	      "  --cluster-etcd URL,...    join a cluster: etcd's client URLs\n"
+	      "                            (http://HOST:2379,...); needs --database\n"
+	      "                            (or $CUBICLE_DATABASE)\n"
+	      "  --host-id ID              this host's id (default: its hostname)\n"
+	      "  --advertise IP:PORT       where the other hosts call this one (default:\n"
+	      "                            --listen's, which must then be an IP address)\n"
+	      "  --cluster-ttl S           the membership lease: a host silent this long\n"
+	      "                            is dead (default 5)\n"
+	      "  --cluster-secret-file F   the secret every host of the cluster shares\n"
+	      "                            (else $CUBICLE_CLUSTER_SECRET)\n"
+	      "  --sessions-dir DIR        sessions on a path every host mounts (default:\n"
+	      "                            each host's own, in its state directory)\n"
+	      "  --capacity vcpus=N,memory_mb=N,disk_mb=N,cpu_overcommit_pct=N\n"
+	      "                            what this host offers to placement (default:\n"
+	      "                            the machine's; vCPUs overcommitted 400%)\n"
+	      "  --config FILE             flags from a file, one 'name = value' a line\n"
+	      "                            (the command line's win)\n"
 	      "\n"
 	      "The admin key is $CUBICLE_ADMIN_KEY, else DIR/admin.key (created if missing).\n",
 	      to);
@@ -273,10 +295,188 @@ static char *main_admin_key(const char *state_dir)
 	return main_state_secret(state_dir, "admin.key", "ck_admin_");
 }
 
+/*
+ * --config FILE: the file's flags go before the command line's (which win,
+ * being parsed later). One "name = value" (or "name value", or a bare
+ * "name") a line, the name a long flag without its dashes; '#' starts a
+ * comment. *argv_out is malloc'd (its strings too: they live as long as
+ * the process, kept in main_config_argv so LeakSanitizer sees them held).
+ */
+static char **main_config_argv;
+
+static int main_config_file(int argc, char **argv, int *argc_out, char ***argv_out)
+{
+	const char *path = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			path = argv[i + 1];
+		else if (strncmp(argv[i], "--config=", 9) == 0)
+			path = argv[i] + 9;
+	}
+	*argc_out = argc;
+	*argv_out = argv;
+	if (!path)
+		return 0;
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		fprintf(stderr, "cubicled: --config %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	size_t cap = (size_t)argc + 16, n = 0;
+	char **out = calloc(cap + 1, sizeof *out);
+	if (!out) {
+		fclose(f);
+		return -1;
+	}
+	out[n++] = argv[0];
+	char line[4096];
+	int lineno = 0;
+	while (fgets(line, sizeof line, f)) {
+		lineno++;
+		char *p = line;
+		p[strcspn(p, "#\r\n")] = 0;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p)
+			continue;
+		char *name = p;
+		size_t nl = strcspn(p, " \t=");
+		char *v = p + nl;
+		bool has_value = *v != 0;
+		if (*v)
+			*v++ = 0;
+		while (*v == ' ' || *v == '\t' || *v == '=')
+			v++;
+		char *end = v + strlen(v);
+		while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+			*--end = 0;
+		if (strcmp(name, "config") == 0 || strncmp(name, "-", 1) == 0 || nl == 0) {
+			fprintf(stderr, "cubicled: %s:%d: '%s' is not a flag name here\n", path,
+				lineno, name);
+			fclose(f);
+			return -1;
+		}
+		if (n + 2 >= cap) {
+			cap *= 2;
+			char **grown = realloc(out, (cap + 1) * sizeof *out);
+			if (!grown) {
+				fclose(f);
+				return -1;
+			}
+			out = grown;
+		}
+		char *flag = NULL;
+		if (asprintf(&flag, "--%s", name) < 0) {
+			fclose(f);
+			return -1;
+		}
+		out[n++] = flag;
+		if (has_value && *v)
+			out[n++] = strdup(v);
+	}
+	fclose(f);
+	if (n + (size_t)argc >= cap) {
+		char **grown = realloc(out, (n + (size_t)argc + 1) * sizeof *out);
+		if (!grown)
+			return -1;
+		out = grown;
+	}
+	for (int i = 1; i < argc; i++)
+		out[n++] = argv[i];
+	out[n] = NULL;
+	*argc_out = (int)n;
+	*argv_out = out;
+	main_config_argv = out;
+	return 0;
+}
+
+/* A secret from a file (its first line) or an environment variable (read,
+ * then wiped from the environment like the admin key); NULL if neither. */
+static char *main_secret_from(const char *file, const char *env_name)
+{
+	if (file) {
+		FILE *f = fopen(file, "re");
+		char buf[512] = "";
+		if (!f) {
+			fprintf(stderr, "cubicled: %s: %s\n", file, strerror(errno));
+			return NULL;
+		}
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = 0;
+		fclose(f);
+		buf[strcspn(buf, "\r\n")] = 0;
+		char *s = strdup(buf);
+		explicit_bzero(buf, sizeof buf);
+		return s;
+	}
+	const char *env = getenv(env_name);
+	if (!env || !*env)
+		return NULL;
+	char *s = strdup(env);
+	explicit_bzero((char *)env, strlen(env));
+	unsetenv(env_name);
+	return s;
+}
+
+/* "vcpus=N,memory_mb=N,disk_mb=N": what this host offers a cluster. */
+static int main_capacity(const char *spec, struct core_cluster_config *cl)
+{
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", spec);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq)
+			goto bad;
+		*eq = 0;
+		if (strcmp(tok, "vcpus") == 0)
+			cl->vcpus = (int)main_number(eq + 1, "--capacity vcpus", 1, 100000);
+		else if (strcmp(tok, "memory_mb") == 0)
+			cl->memory_mb = main_number(eq + 1, "--capacity memory_mb", 64, 1ll << 40);
+		else if (strcmp(tok, "disk_mb") == 0)
+			cl->disk_mb = main_number(eq + 1, "--capacity disk_mb", 64, 1ll << 40);
+		else if (strcmp(tok, "cpu_overcommit_pct") == 0)
+			cl->cpu_overcommit_pct =
+			    (int)main_number(eq + 1, "--capacity cpu_overcommit_pct", 100, 10000);
+		else
+			goto bad;
+	}
+	return 0;
+bad:
+	fprintf(stderr,
+		"cubicled: --capacity takes vcpus=N,memory_mb=N,disk_mb=N,cpu_overcommit_pct=N, "
+		"not '%s'\n",
+		spec);
+	return -1;
+}
+
+/* The host id a cluster knows this host by: --host-id, else the hostname
+ * (its characters outside [A-Za-z0-9_-] made '-'). */
+static void main_host_id(const char *given, char out[64])
+{
+	if (given) {
+		snprintf(out, 64, "%s", given);
+		return;
+	}
+	char hn[256] = "";
+	gethostname(hn, sizeof hn - 1);
+	snprintf(out, 64, "%.63s", hn[0] ? hn : "host");
+	for (char *p = out; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
+			*p = '-';
+}
+
 int main(int argc, char **argv)
 {
+	if (main_config_file(argc, argv, &argc, &argv) < 0)
+		return 2;
+	const char *database = NULL, *cluster_etcd = NULL, *host_id_given = NULL, *advertise = NULL,
+		   *secret_file = NULL, *sessions_dir = NULL;
+	int cluster_ttl = 5;
+	struct core_cluster_config cluster = {0};
 	const char *listen = "127.0.0.1:8080", *state_dir = NULL, *images = NULL, *web = NULL,
-		   *preview_listen = NULL, *database = NULL;
+		   *preview_listen = NULL;
 	const char *frame_ancestors = "'self'", *mcp_origins = NULL;
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct runner_config rc = {0};
@@ -370,6 +570,14 @@ int main(int argc, char **argv)
 	    {"recording-keep-days", required_argument, NULL, 0x405},
 	    {"egress-allow", required_argument, NULL, 'A'},
 	    {"egress-deny", required_argument, NULL, 'D'},
+	    {"cluster-etcd", required_argument, NULL, 0x301},
+	    {"host-id", required_argument, NULL, 0x302},
+	    {"advertise", required_argument, NULL, 0x303},
+	    {"cluster-ttl", required_argument, NULL, 0x304},
+	    {"cluster-secret-file", required_argument, NULL, 0x305},
+	    {"sessions-dir", required_argument, NULL, 0x306},
+	    {"capacity", required_argument, NULL, 0x307},
+	    {"config", required_argument, NULL, 0x308},
 	    {"metrics-open", no_argument, NULL, 0x320},
 	    {"log-format", required_argument, NULL, 0x321},
 	    {"guest-ca-certs", required_argument, NULL, 0x310},
@@ -617,6 +825,30 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 0x301:
+			cluster_etcd = optarg;
+			break;
+		case 0x302:
+			host_id_given = optarg;
+			break;
+		case 0x303:
+			advertise = optarg;
+			break;
+		case 0x304:
+			cluster_ttl = (int)main_number(optarg, "--cluster-ttl", 2, 3600);
+			break;
+		case 0x305:
+			secret_file = optarg;
+			break;
+		case 0x306:
+			sessions_dir = optarg;
+			break;
+		case 0x307:
+			if (main_capacity(optarg, &cluster) < 0)
+				return 2;
+			break;
+		case 0x308: /* read before the others (main_config_file) */
+			break;
 		case 0x320:
 			ao.metrics_open = true;
 			break;
@@ -740,6 +972,87 @@ int main(int argc, char **argv)
 	if (!realpath(images_abs, images_real))
 		snprintf(images_real, sizeof images_real, "%s", images_abs);
 	cfg.state_dir = state_abs;
+	char sessions_real[PATH_MAX];
+	if (sessions_dir) {
+		if (mkdir(sessions_dir, 0711) < 0 && errno != EEXIST) {
+			fprintf(stderr, "cubicled: --sessions-dir %s: %s\n", sessions_dir,
+				strerror(errno));
+			return 1;
+		}
+		if (!realpath(sessions_dir, sessions_real)) {
+			fprintf(stderr, "cubicled: --sessions-dir %s: %s\n", sessions_dir,
+				strerror(errno));
+			return 1;
+		}
+		cfg.sessions_dir = sessions_real;
+	}
+	/* The database: $CUBICLE_DATABASE (wiped from the environment), else
+	 * --database, else the state directory's SQLite. */
+	char *database_env = main_database(database);
+	const char *where = database_env ? database_env : database;
+	/* A cluster: its flags, checked before anything starts. */
+	char host_id[64], address[128];
+	struct nodeauth *nodeauth = NULL;
+	if (cluster_etcd) {
+		if (!where || !store_where_is_postgres(where)) {
+			fprintf(stderr,
+				"cubicled: --cluster-etcd needs --database postgresql://...: "
+				"the hosts of a cluster share their state there\n");
+			return 2;
+		}
+		main_host_id(host_id_given, host_id);
+		if (!ident_ok(host_id, 63)) {
+			fprintf(stderr,
+				"cubicled: --host-id: 1 to 63 of A-Z a-z 0-9 - _, not '%s'\n",
+				host_id);
+			return 2;
+		}
+		/* Where the others call us: an IPv4 address and a port (the event
+		 * loop relays streams there and must not wait on a name lookup). */
+		const char *adv = advertise ? advertise : listen;
+		if (strncmp(adv, "tcp:", 4) == 0)
+			adv += 4;
+		char ip[64];
+		const char *colon = strrchr(adv, ':');
+		struct in_addr in;
+		long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+		if (!colon || (size_t)(colon - adv) >= sizeof ip || port <= 0 || port > 65535 ||
+		    (snprintf(ip, sizeof ip, "%.*s", (int)(colon - adv), adv), 0) ||
+		    inet_pton(AF_INET, ip, &in) != 1 || in.s_addr == htonl(INADDR_ANY)) {
+			fprintf(stderr,
+				"cubicled: --advertise: IP:PORT the other hosts reach this one at "
+				"(an IPv4 address, not 0.0.0.0), not '%s'%s\n",
+				adv, advertise ? "" : " (from --listen)");
+			return 2;
+		}
+		snprintf(address, sizeof address, "%s:%ld", ip, port);
+		char *secret = main_secret_from(secret_file, "CUBICLE_CLUSTER_SECRET");
+		if (!secret) {
+			fprintf(stderr,
+				"cubicled: a cluster needs its secret: --cluster-secret-file "
+				"FILE or $CUBICLE_CLUSTER_SECRET (the same on every host)\n");
+			return 2;
+		}
+		struct err ne = {0};
+		nodeauth = nodeauth_create(secret, &ne);
+		explicit_bzero(secret, strlen(secret));
+		free(secret);
+		if (!nodeauth) {
+			fprintf(stderr, "cubicled: %s\n", ne.message);
+			return 2;
+		}
+		cluster.etcd = cluster_etcd;
+		cluster.host_id = host_id;
+		cluster.address = address;
+		cluster.ttl_s = cluster_ttl;
+		cluster.nodeauth = nodeauth;
+		cfg.cluster = cluster;
+		ao.nodeauth = nodeauth;
+	} else if (host_id_given || advertise || secret_file) {
+		fprintf(stderr, "cubicled: --host-id, --advertise and --cluster-secret-file are "
+				"for a cluster: add --cluster-etcd\n");
+		return 2;
+	}
 	char recorder[PATH_MAX + 32];
 	snprintf(recorder, sizeof recorder, "%s/cubicle-record", bin_dir);
 	cfg.recorder = recorder;
@@ -759,11 +1072,7 @@ int main(int argc, char **argv)
 	struct err e = {0};
 	snprintf(db, sizeof db, "%s/cubicle.db", state_abs);
 	envd_set_limits(&envd_limits);
-	char *database_env = main_database(database);
-	struct store *store = store_open(database_env ? database_env
-					 : database   ? database
-						      : db,
-					 &e);
+	struct store *store = store_open(where ? where : db, &e);
 	if (database_env) {
 		explicit_bzero(database_env, strlen(database_env));
 		free(database_env);
@@ -863,6 +1172,7 @@ int main(int argc, char **argv)
 	runner_close(runner);
 	core_close(core);
 	store_close(store);
+	nodeauth_destroy(nodeauth);
 	free(admin);
 	free(guest_setup);
 	return 0;

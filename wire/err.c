@@ -76,6 +76,7 @@ static const struct {
     [ERR_TIMEOUT] = {504, "timeout"},
     [ERR_BAD_GATEWAY] = {502, "bad_gateway"},
     [ERR_NO_SPACE] = {507, "insufficient_storage"},
+    [ERR_MISDIRECTED] = {421, "misdirected"},
 };
 
 int err_http_status(enum err_code code)

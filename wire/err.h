@@ -26,6 +26,7 @@ enum err_code {
 	ERR_TIMEOUT,	  /* 504 the operation ran past its deadline */
 	ERR_BAD_GATEWAY,  /* 502 a dependency answered wrong: malformed, too large */
 	ERR_NO_SPACE,	  /* 507 a storage quota is reached, or the disk is full */
+	ERR_MISDIRECTED,  /* 421 a node-to-node call reached a host that does not hold it */
 };
 
 struct err {
@@ -69,7 +70,7 @@ const char *err_code_static(const char *name, int status);
 /* The names err_code_static answers, as indices for counters:
  * 0 <= err_code_index(name) < ERR_CODE_NAMES ("other" for a name it does not
  * know), err_code_at(i) its name. */
-#define ERR_CODE_NAMES 15
+#define ERR_CODE_NAMES 16
 int err_code_index(const char *name);
 const char *err_code_at(int i);
 

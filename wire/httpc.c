@@ -272,7 +272,8 @@ static struct curl_slist *httpc_setup(CURL *h, const struct httpc_request *q)
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_PROXY, "");
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 q->connect_timeout_ms > 0 ? q->connect_timeout_ms : 10000L);
 	if (q->timeout_ms > 0)
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, q->timeout_ms);
 	if (q->min_speed_bps > 0 && q->min_speed_s > 0) {
@@ -292,6 +293,8 @@ static struct curl_slist *httpc_setup(CURL *h, const struct httpc_request *q)
 		snprintf(auth, sizeof auth, "Authorization: Bearer %s", q->bearer);
 		hdrs = curl_slist_append(hdrs, auth);
 	}
+	for (size_t i = 0; q->headers && q->headers[i]; i++)
+		hdrs = curl_slist_append(hdrs, q->headers[i]);
 	if (q->body_type) {
 		char type[128];
 		snprintf(type, sizeof type, "Content-Type: %s", q->body_type);

@@ -27,6 +27,8 @@ struct httpc_request {
 	const char *url;	 /* absolute, query string escaped (httpc_escape) */
 	const char *unix_socket; /* connect here instead of the URL's host, or NULL */
 	const char *bearer;	 /* "Authorization: Bearer <bearer>", or NULL */
+	/* More request header lines ("Name: value"), NULL-terminated; NULL = none. */
+	const char *const *headers;
 	/* The request body: len bytes in memory, or streamed from body_fd. */
 	const void *body;
 	size_t body_len;
@@ -38,7 +40,8 @@ struct httpc_request {
 	 * out_fd_always is set. */
 	int out_fd;
 	bool out_fd_always;
-	long timeout_ms; /* the whole request; 0 = no limit */
+	long timeout_ms;	 /* the whole request; 0 = no limit */
+	long connect_timeout_ms; /* the connection alone; 0 = 10 s */
 	/* Limits on what the server sends (0 = none). Past one the transfer is
 	 * aborted, its connection closed (never reused), and httpc_perform is
 	 * -1 with ERR_BAD_GATEWAY naming the limit. */

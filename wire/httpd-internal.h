@@ -55,7 +55,8 @@ struct conn {
 };
 
 /* A WebSocket ⇄ unix socket pipe: `ws` is the client's connection, `raw`
- * the adopted socket. Freed when both are gone. */
+ * the adopted socket (or, for a relay, the WebSocket client connection to
+ * the other server). Freed when both are gone. */
 struct tunnel {
 	struct tunnel *next;
 	struct httpd *h;
@@ -166,5 +167,7 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 		       size_t len);
 int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 			size_t len);
+int tunnel_relay_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+			  size_t len);
 
 #endif

@@ -122,7 +122,13 @@ static int tunnel_accept(struct httpd *h, struct lws *wsi, struct tunnel_conn *t
 		tn->fd = -1;
 		rc = h->o.tunnel(h->o.ctx, &req, &tn->t, &e);
 	}
-	if (rc == 0 && tn->t.tcp_port > 0) {
+	if (rc == 0 && tn->t.relay_host[0]) {
+		/* A relay connects once the upgrade is accepted (ESTABLISHED). */
+		if (tn->t.relay_port <= 0 || tn->t.relay_port > 65535 || !tn->t.relay_path[0]) {
+			err_set(&e, ERR_INTERNAL, "a relay needs a port and a path");
+			rc = -1;
+		}
+	} else if (rc == 0 && tn->t.tcp_port > 0) {
 		/* A TCP port on the loopback: the connect completes (or is
 		 * refused) after the upgrade; RAW_CLOSE before RAW_WRITEABLE says
 		 * it was refused. */
@@ -212,6 +218,168 @@ int httpd_buf_send(struct lws *wsi, struct lws_buflist **list, size_t *len, int 
 	return 0;
 }
 
+/* ---- relays: the other side is another server's WebSocket ---------------------- */
+
+/* Marks the tunnel to close its client's WebSocket with code and reason
+ * (unless something else closes it already). Loop thread. */
+static void tunnel_kill_with(struct tunnel *tn, int code, const char *reason)
+{
+	pthread_mutex_lock(&tn->h->lock);
+	if (!tn->kill) {
+		tn->kill = true;
+		tn->close_code = code;
+		snprintf(tn->close_reason, sizeof tn->close_reason, "%s", reason);
+	}
+	pthread_mutex_unlock(&tn->h->lock);
+	if (tn->ws) {
+		lws_callback_on_writable(tn->ws);
+		lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, 5);
+	}
+}
+
+/* The client's upgrade is accepted: dial the relay (loop thread). */
+static int tunnel_relay_open(struct tunnel *tn, struct lws *wsi)
+{
+	char host[80];
+	snprintf(host, sizeof host, "%s:%d", tn->t.relay_host, tn->t.relay_port);
+	struct lws_client_connect_info ci = {0};
+	ci.context = lws_get_context(wsi);
+	ci.vhost = lws_get_vhost(wsi);
+	ci.address = tn->t.relay_host;
+	ci.port = tn->t.relay_port;
+	ci.path = tn->t.relay_path;
+	ci.host = host;
+	ci.origin = host;
+	ci.protocol = "binary";
+	ci.local_protocol_name = "cubicle-relay";
+	ci.opaque_user_data = tn;
+	ci.pwsi = &tn->raw;
+	if (tn->t.max_seconds > 0)
+		lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, tn->t.max_seconds);
+	if (!lws_client_connect_via_info(&ci)) {
+		tn->raw = NULL;
+		tunnel_kill_with(tn, 4502, "the node that holds the computer cannot be reached");
+		return 0;
+	}
+	/* It must speak within the deadline, like a socket. */
+	if (tn->raw)
+		lws_set_timeout(tn->raw, PENDING_TIMEOUT_USER_OK,
+				tn->t.answer_seconds > 0 ? tn->t.answer_seconds : 10);
+	return 0;
+}
+
+int tunnel_relay_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+			  size_t len)
+{
+	(void)user;
+	struct tunnel *tn = lws_get_opaque_user_data(wsi);
+	switch (reason) {
+	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+		if (!tn || !tn->t.relay_header[0])
+			return 0;
+		unsigned char **p = in, *end = (*p) + len;
+		char name[64];
+		const char *colon = strchr(tn->t.relay_header, ':');
+		if (!colon || colon == tn->t.relay_header ||
+		    (size_t)(colon - tn->t.relay_header) >= sizeof name - 1)
+			return -1;
+		size_t nl = (size_t)(colon - tn->t.relay_header);
+		for (size_t i = 0; i < nl; i++) {
+			char ch = tn->t.relay_header[i];
+			name[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+		}
+		name[nl] = ':';
+		name[nl + 1] = 0;
+		const char *v = colon + 1;
+		while (*v == ' ')
+			v++;
+		return lws_add_http_header_by_name(wsi, (const unsigned char *)name,
+						   (const unsigned char *)v, (int)strlen(v), p, end)
+			   ? -1
+			   : 0;
+	}
+	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		if (!tn || !tn->ws)
+			return -1;
+		if (tn->to_raw_len)
+			lws_callback_on_writable(wsi);
+		return 0;
+	case LWS_CALLBACK_CLIENT_RECEIVE:
+		if (!tn || !tn->ws)
+			return -1;
+		if (!tn->answered) {
+			tn->answered = true;
+			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+		}
+		if (httpd_buf_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
+			return -1;
+		lws_callback_on_writable(tn->ws);
+		if (tn->to_ws_len > TUNNEL_HIGH && !tn->raw_paused) {
+			tn->raw_paused = true;
+			lws_rx_flow_control(wsi, 0);
+		}
+		return 0;
+	case LWS_CALLBACK_CLIENT_WRITEABLE:
+		if (!tn)
+			return -1;
+		if (httpd_buf_send(wsi, &tn->to_raw, &tn->to_raw_len, LWS_WRITE_BINARY,
+				   HTTPD_CHUNK) < 0)
+			return -1;
+		if (tn->ws_paused && tn->to_raw_len < TUNNEL_HIGH / 2 && tn->ws) {
+			tn->ws_paused = false;
+			lws_rx_flow_control(tn->ws, 1);
+		}
+		return 0;
+	case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+		/* The far side's close code, when it is one of ours, is the
+		 * viewer's too (4403: revoked; 4504: no answer). */
+		if (tn && len >= 2) {
+			const unsigned char *b = in;
+			int code = (b[0] << 8) | b[1];
+			char reason_text[64];
+			size_t rl =
+			    len - 2 < sizeof reason_text - 1 ? len - 2 : sizeof reason_text - 1;
+			memcpy(reason_text, b + 2, rl);
+			reason_text[rl] = 0;
+			for (size_t i = 0; i < rl; i++)
+				if ((unsigned char)reason_text[i] < 0x20)
+					reason_text[i] = ' ';
+			if (code >= 4000 && code <= 4999)
+				tunnel_kill_with(tn, code, reason_text);
+		}
+		return 0;
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+		if (tn) {
+			int status = (int)lws_http_client_http_response(wsi);
+			char why[64];
+			if (status >= 400 && status <= 599) {
+				snprintf(why, sizeof why,
+					 "the node that holds the computer: HTTP %d", status);
+				tunnel_kill_with(tn, 4000 + status, why);
+			} else {
+				tunnel_kill_with(
+				    tn, 4502, "the node that holds the computer cannot be reached");
+			}
+		}
+		/* fall through */
+	case LWS_CALLBACK_CLIENT_CLOSED:
+		if (tn) {
+			lws_set_opaque_user_data(wsi, NULL);
+			tn->raw = NULL;
+			if (tn->ws && !tn->answered)
+				tunnel_kill_with(tn, 4504,
+						 "the computer's live view did not answer");
+			else if (tn->ws)
+				lws_set_timeout(tn->ws, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+			tunnel_maybe_free(tn);
+		}
+		return 0;
+	default:
+		break;
+	}
+	return 0;
+}
+
 int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		       size_t len)
 {
@@ -226,6 +394,8 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 		if (!tn)
 			return -1;
 		tn->ws = wsi;
+		if (tn->t.relay_host[0])
+			return tunnel_relay_open(tn, wsi);
 		lws_sock_file_fd_type fd = {.sockfd = tn->fd};
 		tn->raw = lws_adopt_descriptor_vhost(lws_get_vhost(wsi), LWS_ADOPT_SOCKET, fd,
 						     "cubicle-raw", NULL);

@@ -453,20 +453,28 @@ static void conn_abandon(struct httpd *h, struct conn *c)
 static void request_fill(struct lws *wsi, struct exchange *x)
 {
 	request_fill_req(wsi, &x->req, x->target, sizeof x->target);
-	const char *const *names = x->h->o.extra_headers;
+}
+
+/* The owner's extra headers (httpd_opts.extra_headers), a request's or a
+ * WebSocket upgrade's alike. */
+static void request_fill_extra(struct lws *wsi, struct httpd_request *req)
+{
+	struct lws_context *ctx = lws_get_context(wsi);
+	struct httpd *h = ctx ? lws_context_user(ctx) : NULL;
+	const char *const *names = h ? h->o.extra_headers : NULL;
 	for (int i = 0; names && names[i] && i < HTTPD_MAX_EXTRA; i++) {
 		char name[64];
 		int n = snprintf(name, sizeof name, "%s:", names[i]);
 		if (n > 0 && (size_t)n < sizeof name &&
-		    lws_hdr_custom_copy(wsi, x->req.extra[i], sizeof x->req.extra[i], name, n) < 0)
-			x->req.extra[i][0] = 0;
+		    lws_hdr_custom_copy(wsi, req->extra[i], sizeof req->extra[i], name, n) < 0)
+			req->extra[i][0] = 0;
 	}
 	char rid[LOG_REQUEST_ID_MAX + 2];
 	if (lws_hdr_custom_copy(wsi, rid, sizeof rid, "x-request-id:", 13) > 0 &&
 	    log_request_id_ok(rid))
-		memcpy(x->req.request_id, rid, strlen(rid) + 1); /* ok: at most 64 bytes */
+		memcpy(req->request_id, rid, strlen(rid) + 1); /* ok: at most 64 bytes */
 	else
-		log_request_id_new(x->req.request_id, sizeof x->req.request_id);
+		log_request_id_new(req->request_id, sizeof req->request_id);
 }
 
 void request_fill_req(struct lws *wsi, struct httpd_request *req, char *target, size_t tlen)
@@ -509,6 +517,7 @@ void request_fill_req(struct lws *wsi, struct httpd_request *req, char *target, 
 	lws_hdr_copy(wsi, req->authorization, sizeof req->authorization,
 		     WSI_TOKEN_HTTP_AUTHORIZATION);
 	lws_hdr_copy(wsi, req->host, sizeof req->host, WSI_TOKEN_HOST);
+	request_fill_extra(wsi, req);
 	/* An Origin too long to copy must not pass for no Origin at all. */
 	if (lws_hdr_copy(wsi, req->origin, sizeof req->origin, WSI_TOKEN_ORIGIN) < 0)
 		snprintf(req->origin, sizeof req->origin, "?");
@@ -839,6 +848,7 @@ static const struct lws_protocols httpd_protocols[] = {
     {"http", httpd_callback, sizeof(struct conn), 0, 0, NULL, 0},
     {"binary", tunnel_ws_callback, sizeof(struct tunnel_conn), HTTPD_CHUNK, 0, NULL, 0},
     {"cubicle-raw", tunnel_raw_callback, 0, HTTPD_CHUNK, 0, NULL, 0},
+    {"cubicle-relay", tunnel_relay_callback, 0, HTTPD_CHUNK, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 

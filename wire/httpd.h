@@ -156,11 +156,11 @@ typedef int (*httpd_router)(void *ctx, struct httpd_request *req, struct httpd_r
  * subprotocol "binary" (what noVNC asks for) goes to the tunnel router on
  * the loop before the upgrade is accepted. It refuses (the client gets the
  * error's HTTP status, never a WebSocket) or names a unix socket, or a TCP
- * port on 127.0.0.1; from then on the client's binary frames are written to
- * the socket, byte for byte (through `filter`, if set), and what the socket
- * sends comes back as binary frames. Both directions are flow-controlled;
- * when the socket ends, what it sent is delivered before the close frame
- * (1000).
+ * port on 127.0.0.1, or another server's WebSocket to relay to (below);
+ * from then on the client's binary frames are written to the socket, byte
+ * for byte (through `filter`, if set), and what the socket sends comes back
+ * as binary frames. Both directions are flow-controlled; when the socket
+ * ends, what it sent is delivered before the close frame (1000).
  *
  * Nothing here blocks the loop: the socket is connected non-blocking (a
  * listener whose backlog is full refuses the upgrade with 503 at once), a
@@ -174,8 +174,21 @@ struct httpd;
 struct httpd_tunnel {
 	char unix_path[108]; /* where the bytes go */
 	int tcp_port;	     /* > 0: to 127.0.0.1:tcp_port instead */
-	char tag[64];	     /* for httpd_close_tagged(), e.g. the computer id */
-	int max_seconds;     /* the tunnel closes after this long; 0 = no limit */
+	/* Or, with relay_host set: another server's WebSocket, ws://relay_host:
+	 * relay_port relay_path (subprotocol "binary"), whose binary messages'
+	 * bytes are relayed both ways; relay_header ("name: value" or "") is
+	 * added to its handshake. How a node of a cluster hands a stream to the
+	 * node that holds its computer: that node checks it all again. Its
+	 * refusal arrives after this upgrade was accepted: the client's
+	 * WebSocket closes with 4000 + that HTTP status (4403, 4503...), and a
+	 * close code 4000..4999 it sends is passed on as it is. relay_host is
+	 * an IP address (the loop never waits for a name lookup). */
+	char relay_host[64];
+	int relay_port;
+	char relay_path[512];
+	char relay_header[512];
+	char tag[64];	 /* for httpd_close_tagged(), e.g. the computer id */
+	int max_seconds; /* the tunnel closes after this long; 0 = no limit */
 	/* The socket's first bytes must come within this; 0 = 10; < 0 = no such
 	 * deadline (a server that waits for its client, such as HTTP). */
 	int answer_seconds;
@@ -242,7 +255,7 @@ struct httpd_relay {
 	char drop_cookie[32];
 	char host[128];
 	bool drop_origin;
-	char strip_prefix[320];
+	char strip_prefix[448]; /* "/cdp/" and a token (TOKEN_MAX) */
 	char drop_query[32];
 	void (*on_close)(void *close_ctx, const char *tag); /* once, when a routed relay ends */
 	void *close_ctx;

@@ -55,11 +55,15 @@ int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_clai
 {
 	const char *scope = c->scope[0] ? c->scope : c->view_only ? "view" : "control";
 	if (!ident_ok(c->computer, 39) || !ident_ok(c->workspace, 39) || !ident_ok(c->nonce, 16) ||
-	    !token_scope_ok(scope))
+	    !token_scope_ok(scope) ||
+	    (c->kid[0] && (!ident_ok(c->kid, 23) || !ident_ok(c->host, 63))))
 		return err_set(e, ERR_INVALID, "cannot mint a token for these ids");
-	char body[TOKEN_MAX];
-	int n = snprintf(body, sizeof body, "v1.%s.%s.%s.%lld.%lld.%s", c->computer, c->workspace,
-			 scope, (long long)c->issued, (long long)c->expires, c->nonce);
+	char body[TOKEN_MAX], prefix[96] = "v1";
+	if (c->kid[0])
+		snprintf(prefix, sizeof prefix, "v2.%s.%s", c->kid, c->host);
+	int n =
+	    snprintf(body, sizeof body, "%s.%s.%s.%s.%lld.%lld.%s", prefix, c->computer,
+		     c->workspace, scope, (long long)c->issued, (long long)c->expires, c->nonce);
 	if (n < 0 || (size_t)n + 48 >= TOKEN_MAX)
 		return err_set(e, ERR_INVALID, "token too long");
 	char mac[48];
@@ -70,8 +74,21 @@ int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_clai
 	return 0;
 }
 
+static int token_one_key(void *ctx, const char *kid, unsigned char key[TOKEN_KEY_BYTES])
+{
+	(void)kid;
+	memcpy(key, ctx, TOKEN_KEY_BYTES);
+	return 0;
+}
+
 int token_verify(const unsigned char key[TOKEN_KEY_BYTES], const char *token, const char *computer,
 		 const char *want, int64_t now, struct token_claims *c, struct err *e)
+{
+	return token_verify_ring(token_one_key, (void *)key, token, computer, want, now, c, e);
+}
+
+int token_verify_ring(token_key_fn key_for, void *ctx, const char *token, const char *computer,
+		      const char *want, int64_t now, struct token_claims *c, struct err *e)
 {
 	memset(c, 0, sizeof *c);
 	bool stream = strcmp(want, TOKEN_SCOPE_STREAM) == 0;
@@ -81,31 +98,56 @@ int token_verify(const unsigned char key[TOKEN_KEY_BYTES], const char *token, co
 			       stream ? " (?token=...)" : "");
 	size_t len = strlen(token);
 	const char *dot = strrchr(token, '.');
-	if (len >= TOKEN_MAX || !dot || strncmp(token, "v1.", 3) != 0)
+	bool v2 = strncmp(token, "v2.", 3) == 0;
+	if (len >= TOKEN_MAX || !dot || (strncmp(token, "v1.", 3) != 0 && !v2))
 		return err_set(e, ERR_UNAUTHORIZED, "malformed %s", what);
-	/* The MAC first, over exactly the bytes presented: nothing in a forged
-	 * token is looked at before it is proven genuine. */
+	/* Which key: v2 names it (the only field read before the MAC, and
+	 * only to pick the key: an unknown one fails like a forgery). */
+	char kid[24] = "";
+	if (v2) {
+		const char *end = strchr(token + 3, '.');
+		size_t kl = end ? (size_t)(end - token - 3) : 0;
+		if (kl == 0 || kl >= sizeof kid)
+			return err_set(e, ERR_UNAUTHORIZED, "malformed %s", what);
+		memcpy(kid, token + 3, kl);
+		kid[kl] = 0;
+	}
+	unsigned char key[TOKEN_KEY_BYTES];
 	char mac[48];
+	if (key_for(ctx, kid, key) < 0)
+		return err_set(e, ERR_UNAUTHORIZED, "invalid %s (forged or altered)", what);
+	/* The MAC first, over exactly the bytes presented: nothing else in a
+	 * forged token is looked at before it is proven genuine. */
 	token_mac(key, token, (size_t)(dot - token), mac);
+	OPENSSL_cleanse(key, sizeof key);
 	if (strlen(dot + 1) != strlen(mac) || CRYPTO_memcmp(dot + 1, mac, strlen(mac)) != 0)
 		return err_set(e, ERR_UNAUTHORIZED, "invalid %s (forged or altered)", what);
 	char body[TOKEN_MAX];
 	memcpy(body, token, (size_t)(dot - token));
 	body[dot - token] = 0;
 	long long issued, expires;
-	char *f[8];
-	int nf = 0;
-	for (char *save = NULL, *p = strtok_r(body, ".", &save); p && nf < 8;
+	char *f[10];
+	int nf = 0, want_nf = v2 ? 9 : 7;
+	for (char *save = NULL, *p = strtok_r(body, ".", &save); p && nf < 10;
 	     p = strtok_r(NULL, ".", &save))
 		f[nf++] = p;
-	if (nf != 7 || strlen(f[1]) >= sizeof c->computer || strlen(f[2]) >= sizeof c->workspace ||
-	    !token_scope_ok(f[3]) || strlen(f[6]) >= sizeof c->nonce ||
-	    sscanf(f[4], "%lld", &issued) != 1 || sscanf(f[5], "%lld", &expires) != 1)
+	if (nf != want_nf)
 		return err_set(e, ERR_UNAUTHORIZED, "malformed %s", what);
-	snprintf(c->computer, sizeof c->computer, "%s", f[1]);
-	snprintf(c->workspace, sizeof c->workspace, "%s", f[2]);
-	snprintf(c->scope, sizeof c->scope, "%s", f[3]);
-	snprintf(c->nonce, sizeof c->nonce, "%s", f[6]);
+	char **g = f + (v2 ? 2 : 0); /* the fields v1 and v2 share, from computer on */
+	if (v2 && (strlen(f[1]) >= sizeof c->kid || strlen(f[2]) >= sizeof c->host))
+		return err_set(e, ERR_UNAUTHORIZED, "malformed %s", what);
+	if (strlen(g[1]) >= sizeof c->computer || strlen(g[2]) >= sizeof c->workspace ||
+	    !token_scope_ok(g[3]) || strlen(g[6]) >= sizeof c->nonce ||
+	    sscanf(g[4], "%lld", &issued) != 1 || sscanf(g[5], "%lld", &expires) != 1)
+		return err_set(e, ERR_UNAUTHORIZED, "malformed %s", what);
+	if (v2) {
+		snprintf(c->kid, sizeof c->kid, "%s", f[1]);
+		snprintf(c->host, sizeof c->host, "%s", f[2]);
+	}
+	snprintf(c->computer, sizeof c->computer, "%s", g[1]);
+	snprintf(c->workspace, sizeof c->workspace, "%s", g[2]);
+	snprintf(c->scope, sizeof c->scope, "%s", g[3]);
+	snprintf(c->nonce, sizeof c->nonce, "%s", g[6]);
 	c->view_only = strcmp(c->scope, "view") == 0;
 	c->issued = issued;
 	c->expires = expires;

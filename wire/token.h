@@ -3,6 +3,7 @@
  * (live streams, previews, CDP), minted and checked by cubicled only.
  *
  *   v1.<computer>.<workspace>.<scope>.<issued>.<expires>.<nonce>.<mac>
+ *   v2.<kid>.<host>.<computer>.<workspace>.<scope>.<issued>.<expires>.<nonce>.<mac>
  *
  * mac = base64url(HMAC-SHA256(key, everything before ".<mac>")), compared in
  * constant time. scope says what the token opens: "view" or "control" (a
@@ -11,8 +12,13 @@
  * stream token is no preview token and a preview of one port opens no
  * other. issued is Unix milliseconds
  * (a revocation refuses every token minted before it), expires Unix seconds; the
- * nonce (16 random hex digits) makes every token unique. The key lives in
- * cubicled's state directory and never reaches a guest.
+ * nonce (16 random hex digits) makes every token unique. One host signs v1
+ * with the key of its state directory. A cluster signs v2: <kid> names the
+ * key (every node has the cluster's keys, from the database: a token
+ * verifies on any node) and <host> is the host that held the computer when
+ * the token was minted, signed with the rest, so a node that does not hold
+ * the computer knows where to relay the stream without asking anyone. Keys
+ * never reach a guest.
  */
 #ifndef CUBICLE_WIRE_TOKEN_H
 #define CUBICLE_WIRE_TOKEN_H
@@ -23,7 +29,7 @@
 
 #include "err.h"
 
-#define TOKEN_MAX	256
+#define TOKEN_MAX	384
 #define TOKEN_KEY_BYTES 32
 
 struct token_claims {
@@ -34,9 +40,16 @@ struct token_claims {
 	int64_t issued;	 /* Unix milliseconds */
 	int64_t expires; /* Unix seconds */
 	char nonce[17];
+	/* v2 only ("" in a v1 token; a v2 token is minted when kid is set): */
+	char kid[24];  /* the signing key's id (1 to 23 of A-Z a-z 0-9 - _) */
+	char host[64]; /* the host that held the computer (an id of 1 to 63) */
 };
 
-/* Fills out (NUL-terminated, < TOKEN_MAX). ERR_INVALID for ids that do not fit. */
+/* A key ring: fills key for kid ("" = a v1 token's), or -1 when unknown. */
+typedef int (*token_key_fn)(void *ctx, const char *kid, unsigned char key[TOKEN_KEY_BYTES]);
+
+/* Fills out (NUL-terminated, < TOKEN_MAX): v2 when c->kid is set (signed
+ * with that key), else v1. ERR_INVALID for ids that do not fit. */
 int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_claims *c,
 	       char out[TOKEN_MAX], struct err *e);
 
@@ -53,5 +66,10 @@ int token_mint(const unsigned char key[TOKEN_KEY_BYTES], const struct token_clai
  */
 int token_verify(const unsigned char key[TOKEN_KEY_BYTES], const char *token, const char *computer,
 		 const char *scope, int64_t now, struct token_claims *c, struct err *e);
+
+/* token_verify with the key the token names (v2's kid; "" for v1) from a
+ * ring: a token of an unknown key is ERR_UNAUTHORIZED like a forged one. */
+int token_verify_ring(token_key_fn key_for, void *ctx, const char *token, const char *computer,
+		      const char *scope, int64_t now, struct token_claims *c, struct err *e);
 
 #endif

@@ -43,6 +43,7 @@ struct api {
 	struct streams *streams;
 	struct previews *previews; /* NULL without a relay listener */
 	struct runner *runner;
+	struct nodeauth *nodeauth; /* a cluster's node credentials, NULL on one host */
 	int max_requests_ws, max_waits_ws;
 	size_t max_body;
 	pthread_mutex_t tenants_lock;
@@ -73,6 +74,10 @@ struct api_caller {
 	uint64_t spooled;
 	int counted; /* 0, or what api_tenant_enter counted: API_COUNT_* */
 	char counted_ws[40];
+	/* Forwarded by another node of the cluster (its credential, not a key,
+	 * says who the caller is): never forwarded again. */
+	bool forwarded;
+	char from_host[64];
 	int route; /* the route table's index (routes.h), -1 when none */
 };
 
@@ -159,7 +164,8 @@ void api_computers(void *ctx, struct httpd_request *req,
 		   struct httpd_response *resp); /* GET, POST /v1/computers */
 void api_computer(
     void *ctx, struct httpd_request *req,
-    struct httpd_response *resp); /* GET, DELETE /v1/computers/{id}, POST .../stop, .../start */
+    struct httpd_response *resp); /* GET, DELETE /v1/computers/{id}, POST .../stop, .../start,
+				     .../recreate */
 void api_action(void *ctx, struct httpd_request *req,
 		struct httpd_response *resp); /* POST /v1/computers/{id}/actions/{name}: envd's
 						 answer passed through */
@@ -171,6 +177,10 @@ void api_files(void *ctx, struct httpd_request *req,
 						/v1/sessions/{id}/files (?path=) */
 void api_usage(void *ctx, struct httpd_request *req,
 	       struct httpd_response *resp); /* GET /v1/usage */
+void api_hosts(void *ctx, struct httpd_request *req,
+	       struct httpd_response *resp); /* GET /v1/hosts (admin) */
+void api_host_drain(void *ctx, struct httpd_request *req,
+		    struct httpd_response *resp); /* POST /v1/hosts/{id}/drain (admin) */
 void api_connect_tokens(void *ctx, struct httpd_request *req,
 			struct httpd_response *resp); /* POST /v1/connect-tokens */
 void api_run_handler(void *ctx, struct httpd_request *req,

@@ -21,8 +21,16 @@
 
 #include <openssl/crypto.h>
 
+#include "clock.h"
 #include "ident.h"
+#include "nodeauth.h"
 #include "routes.h"
+
+/* The headers the router reads besides httpd's own: MCP's first (mcp.h
+ * expects them at the start of req->extra), then the cluster's node
+ * credential. */
+static const char *const api_extra_headers[] = {"mcp-protocol-version", NODEAUTH_HEADER, NULL};
+#define API_EXTRA_NODE 1 /* req->extra[] index of X-Cubicle-Node */
 
 static unsigned api_tenant_hash(const char *ws)
 {
@@ -160,8 +168,41 @@ static int api_relay(void *ctx, const struct httpreq_head *head, struct httpd_re
 
 /* ---- the router ----------------------------------------------------------------- */
 
+/* The canonical form of a request's path and query that a node's credential
+ * signs (nodeauth.h): the decoded path, then each decoded query fragment
+ * in order, length-prefixed so no two requests share one. */
+static int api_canonical(const struct httpd_request *req, char *out, size_t len)
+{
+	return nodeauth_canonical(req->path, (const char *const *)req->query, req->nquery, out,
+				  len);
+}
+
+/* A call another node of the cluster forwarded: its credential says whose. */
+static int api_auth_node(struct api *a, struct httpd_request *req, struct api_caller *c,
+			 struct err *e)
+{
+	char canon[HTTPD_MAX_URL + 64], ws[40];
+	bool admin = false;
+	if (api_canonical(req, canon, sizeof canon) < 0)
+		return err_set(e, ERR_UNAUTHORIZED, "node credential: the request is too long");
+	if (nodeauth_verify(a->nodeauth, req->extra[API_EXTRA_NODE], req->method_name, canon,
+			    clock_wall_ms(), c->from_host, ws, &admin, e) < 0)
+		return -1;
+	c->forwarded = true;
+	c->admin = admin;
+	snprintf(c->ws, sizeof c->ws, "%s", ws);
+	return 0;
+}
+
 static int api_auth(struct api *a, struct httpd_request *req, struct api_caller *c, struct err *e)
 {
+	if (req->extra[API_EXTRA_NODE][0]) {
+		if (!a->nodeauth)
+			return err_set(
+			    e, ERR_UNAUTHORIZED,
+			    "this host is not in a cluster: node credentials are refused");
+		return api_auth_node(a, req, c, e);
+	}
 	if (strncasecmp(req->authorization, "Bearer ", 7) != 0)
 		return err_set(e, ERR_UNAUTHORIZED,
 			       "missing API key: send 'Authorization: Bearer <key>'");
@@ -385,6 +426,22 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		}
 		goto not_found;
 	}
+	if (strcmp(s[1], "hosts") == 0) {
+		if (!c->admin)
+			return err_set(e, ERR_FORBIDDEN, "the cluster's hosts need the admin key");
+		if (n == 2 && m == HTTPD_GET) {
+			route->handler = api_hosts;
+			return 0;
+		}
+		if (n == 4 && strcmp(s[3], "drain") == 0 && m == HTTPD_POST) {
+			if (ident_param("host", s[2], 63, false, e) < 0)
+				return -1;
+			snprintf(c->id, sizeof c->id, "%s", s[2]);
+			route->handler = api_host_drain;
+			return 0;
+		}
+		goto not_found;
+	}
 	if (strcmp(s[1], "usage") == 0 && n == 2 && m == HTTPD_GET) {
 		route->handler = api_usage;
 		return 0;
@@ -399,12 +456,27 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		if (!ident_ok(s[2], 63))
 			return err_set(e, ERR_NOT_FOUND, "no computer %.40s", s[2]);
 		snprintf(c->id, sizeof c->id, "%s", s[2]);
+		/* A call forwarded to the host that holds the computer, which
+		 * this one does not (any more): the sender looks again. */
+		if (c->forwarded && (n >= 4 || m == HTTPD_DELETE) &&
+		    !(n == 4 && strcmp(s[3], "boot") == 0) && !core_holds(a->core, c->id))
+			return err_set(e, ERR_MISDIRECTED, "host does not hold computer %s", c->id);
 		if (n == 3 && (m == HTTPD_GET || m == HTTPD_DELETE)) {
 			route->handler = api_computer;
 			return 0;
 		}
+		/* What another node placed here, to boot: a node's call only. */
+		if (n == 4 && m == HTTPD_POST && strcmp(s[3], "boot") == 0) {
+			if (!c->forwarded)
+				return err_set(e, ERR_FORBIDDEN,
+					       "boot is called by the hosts of a cluster only");
+			snprintf(c->sub, sizeof c->sub, "%s", s[3]);
+			route->handler = api_computer;
+			return 0;
+		}
 		if (n == 4 && m == HTTPD_POST &&
-		    (strcmp(s[3], "stop") == 0 || strcmp(s[3], "start") == 0)) {
+		    (strcmp(s[3], "stop") == 0 || strcmp(s[3], "start") == 0 ||
+		     strcmp(s[3], "recreate") == 0)) {
 			snprintf(c->sub, sizeof c->sub, "%s", s[3]);
 			route->handler = api_computer;
 			return 0;
@@ -553,6 +625,7 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	SHA256((const unsigned char *)o->admin_key, strlen(o->admin_key), a->admin_hash);
 	snprintf(a->spool_dir, sizeof a->spool_dir, "%s", o->spool_dir);
 	a->runner = o->runner;
+	a->nodeauth = o->nodeauth;
 	a->max_requests_ws = o->max_requests_per_workspace > 0 ? o->max_requests_per_workspace : 32;
 	a->max_waits_ws = o->max_waits_per_workspace > 0 ? o->max_waits_per_workspace : 16;
 	a->max_body = o->max_body > 0 ? o->max_body : 1u << 20;
@@ -574,7 +647,7 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .tunnel = api_tunnel,
 	    .relay_listen = o->preview_listen,
 	    .relay = api_relay,
-	    .extra_headers = mcp_extra_headers,
+	    .extra_headers = api_extra_headers,
 	    .max_conns_per_addr = o->max_conns_per_addr > 0 ? o->max_conns_per_addr : 64,
 	    .header_timeout_s = o->header_timeout_s,
 	    .body_timeout_s = o->body_timeout_s,
@@ -589,8 +662,11 @@ struct api *api_create(struct core *core, struct store *store, const struct api_
 	    .stream_ttl_max_s = o->stream_ttl_max_s,
 	    .stream_max_s = o->stream_max_s,
 	    .per_computer = o->streams_per_computer,
+	    .nodeauth = o->nodeauth,
 	};
 	a->streams = a->httpd ? streams_create(core, a->httpd, &so) : NULL;
+	if (a->streams)
+		streams_node_header(a->streams, API_EXTRA_NODE);
 	if (a->httpd && !a->streams)
 		err_set(e, ERR_INTERNAL, "out of memory");
 	bool previews_ok = true;

@@ -24,6 +24,8 @@
 
 struct api;
 
+struct nodeauth;
+
 struct api_opts {
 	const char *listen;		 /* HOST:PORT */
 	const char *admin_key;		 /* plaintext; only its digest is kept */
@@ -54,7 +56,10 @@ struct api_opts {
 	int header_timeout_s;		/* headers complete within [10] */
 	int body_timeout_s;		/* a body arrives within this [30] ... */
 	int body_min_rate;		/* ... + 1 s per this many bytes [16384] */
-	bool metrics_open;		/* GET /metrics without a key (else: the admin key's) */
+	/* A cluster (docs/cluster.md): calls another node forwards carry its
+	 * credential (nodeauth.h) instead of a key; NULL on one host. */
+	struct nodeauth *nodeauth;
+	bool metrics_open; /* GET /metrics without a key (else: the admin key's) */
 };
 
 struct api *api_create(struct core *core, struct store *store, const struct api_opts *o,

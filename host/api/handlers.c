@@ -343,8 +343,22 @@ void api_computers(void *ctx, struct httpd_request *req, struct httpd_response *
 		const char *ws = api_ws(c);
 		if (!ws)
 			ws = httpd_query(req, "workspace");
-		int rc = core_list(a->core, ws, httpd_query(req, "state"), httpd_query(req, "kind"),
-				   &out, &e);
+		const char *host = httpd_query(req, "host");
+		int rc = 0;
+		if (host && !c->admin)
+			rc = err_param(&e, "host", "host: the admin key only");
+		if (rc == 0)
+			rc = core_list(a->core, ws, httpd_query(req, "state"),
+				       httpd_query(req, "kind"), &out, &e);
+		/* ?host=: the computers a host of the cluster holds (a computer
+		 * without "host" is this one host's own). */
+		json_t *list = rc == 0 ? json_object_get(out, "computers") : NULL;
+		for (size_t i = json_array_size(list); host && i-- > 0;) {
+			const char *h =
+			    json_string_value(json_object_get(json_array_get(list, i), "host"));
+			if (strcmp(h ? h : core_host_id(a->core), host) != 0)
+				json_array_remove(list, i);
+		}
 		api_answer(resp, rc, 200, out, &e);
 		return;
 	}
@@ -377,6 +391,10 @@ void api_computer(void *ctx, struct httpd_request *req, struct httpd_response *r
 		rc = core_stop(a->core, c->id, api_ws(c), &out, &e);
 	else if (rc == 0 && strcmp(c->sub, "start") == 0)
 		rc = core_start(a->core, c->id, api_ws(c), &out, &e);
+	else if (rc == 0 && strcmp(c->sub, "recreate") == 0)
+		rc = core_recreate(a->core, c->id, api_ws(c), &out, &e);
+	else if (rc == 0 && strcmp(c->sub, "boot") == 0)
+		rc = core_boot_placed(a->core, c->id, &out, &e);
 	else if (rc == 0)
 		rc = core_get(a->core, c->id, api_ws(c), &out, &e);
 	if (rc == 0)
@@ -557,6 +575,36 @@ void api_usage(void *ctx, struct httpd_request *req, struct httpd_response *resp
 		json_object_set_new(out, "runs", runs);
 	else if (rc < 0)
 		json_decref(out), out = NULL;
+	api_answer(resp, rc, 200, out, &e);
+}
+
+/* GET /v1/hosts (admin): docs/cluster.md. */
+void api_hosts(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	(void)req;
+	struct err e = {0};
+	json_t *out = NULL;
+	int rc = core_hosts(a->core, &out, &e);
+	api_answer(resp, rc, 200, out, &e);
+}
+
+/* POST /v1/hosts/{id}/drain {"mode": "wait" | "move" | "off"} (admin). */
+void api_host_drain(void *ctx, struct httpd_request *req, struct httpd_response *resp)
+{
+	struct api *a = ctx;
+	struct api_caller *c = req->user;
+	struct err e = {0};
+	static const char *const known[] = {"mode", NULL};
+	static const char *const modes[] = {"wait", "move", "off", NULL};
+	json_t *out = NULL, *body = api_body_json(req, &e);
+	int mode = 0;
+	int rc = body ? params_check_known(body, known, &e) : -1;
+	if (rc == 0)
+		rc = param_enum(body, "mode", modes, &mode, &e) < 0 ? -1 : 0;
+	if (rc == 0)
+		rc = core_host_drain(a->core, c->id, modes[mode], &out, &e);
+	json_decref(body);
 	api_answer(resp, rc, 200, out, &e);
 }
 

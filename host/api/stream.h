@@ -42,6 +42,9 @@ struct streams_opts {
 	int stream_ttl_max_s;		 /* longest token lifetime a caller may ask for */
 	int stream_max_s;		 /* longest an open stream lives */
 	int per_computer; /* open streams one computer may have (0 = 8); 429 past it */
+	/* A cluster (docs/cluster.md): node credentials sign relays to the host
+	 * that holds a computer, and mark a relayed stream; NULL on one host. */
+	struct nodeauth *nodeauth;
 };
 
 /* Registers with core (its streams close when a computer stops) and with h
@@ -68,9 +71,15 @@ void streams_revoke(struct streams *s, const char *id);
  * this request would be accepted, else -1 with e saying why (401/403/404/409). */
 int streams_check(struct streams *s, struct httpd_request *req, struct err *e);
 
-/* The tunnel router (httpd_opts.tunnel) of GET /v1/computers/{id}/stream. */
+/* The tunnel router (httpd_opts.tunnel) of GET /v1/computers/{id}/stream.
+ * In a cluster a v2 token names the host that holds the computer: another
+ * host's stream is relayed there (wire/httpd.h), which checks it all again;
+ * a relayed stream (X-Cubicle-Node, req->extra[node_header]) is never
+ * relayed further. */
 int streams_tunnel(struct streams *s, struct httpd_request *req, struct httpd_tunnel *t,
 		   struct err *e);
+/* Which of req->extra[] holds X-Cubicle-Node (the api's header list). */
+void streams_node_header(struct streams *s, int index);
 
 /* GET /embed/{id} (the page) and /embed/assets/... (its files). */
 void streams_embed(struct streams *s, struct httpd_request *req, struct httpd_response *resp);

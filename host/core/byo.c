@@ -303,7 +303,10 @@ static int byo_create(struct core *c, const struct store_connect_token *t,
 		goto fail;
 	sc.driver_state = json_pack("{s:s, s:s}", "hostname", p->hostname, "name", t->name);
 	sc.last_activity_ms = clock_wall_ms();
-	struct store_commit how = {.insert = true};
+	/* In a cluster it is the host's it dialled (it takes none of its
+	 * capacity): calls for it are forwarded there. */
+	struct store_place here = {.host = c->host_id};
+	struct store_commit how = {.insert = true, .place = c->cluster ? &here : NULL};
 	if (store_computer_commit(c->store, &sc, &how, e) < 0)
 		goto fail;
 	snprintf(cred, 64, "cbm_%.16s_%.32s", sc.id + 2, secret);

@@ -48,6 +48,11 @@ struct core_rt {
 
 struct core {
 	struct core_config cfg;
+	/* Where sessions live: <state_dir>/sessions, or --sessions-dir (a path
+	 * every host of a cluster mounts: then no session disks, the shared
+	 * filesystem's own quota applies). */
+	char sessions_root[512];
+	char host_id[64]; /* core_host_id(): --host-id, or the hostname's */
 	struct store *store;
 	pthread_mutex_t lock;	/* rts and the counters */
 	pthread_cond_t changed; /* broadcast on every state change */
@@ -60,7 +65,8 @@ struct core {
 
 	struct core_stats *stats; /* /metrics (metrics.c): lock-free counters */
 
-	char pool_ws[40]; /* the warm pool's own workspace, "" without a pool */
+	char pool_ws[40];      /* the warm pool's own workspace, "" without a pool */
+	int64_t pool_retry_ms; /* the pool starts nothing before this (a desktop failed) */
 
 	/* Spooled bytes per workspace ("" = the admin), under lock. */
 	struct core_spool {
@@ -72,7 +78,9 @@ struct core {
 
 	struct byo *byo; /* connected machines (byo.c), NULL when off */
 
-	struct core_templates *tpl; /* templates (template.c) */
+	struct core_templates *tpl;   /* templates (template.c) */
+	struct core_cluster *cluster; /* a cluster's side (cluster.c), NULL on one host */
+
 	/* Live recordings (recordings.c): rec_lock guards the list and each
 	 * one's descriptors; innermost (never held with c->lock or a store
 	 * call). nrecs is read without it on the hot path. */
@@ -98,6 +106,7 @@ struct core_create_req {
 	struct store_computer sc;
 	const struct driver_ops *ops; /* the isolation's driver */
 	bool resolution_given;	      /* else the default 1280x800 */
+	char host[64];		      /* a cluster: the admin's choice of host, "" = any */
 };
 
 /* metrics.c: what the core counts for /metrics, without a lock. */
@@ -180,6 +189,100 @@ static inline bool core_is_byo(const struct store_computer *sc)
 {
 	return strcmp(sc->isolation, "byo") == 0;
 }
+
+/* hosts.c: what a host offers and what a computer takes of it. */
+struct core_capacity {
+	int64_t millicpus, memory_mb, disk_mb;
+};
+void core_capacity(struct core *c, struct core_capacity *out);
+void core_host_id_init(struct core *c);
+void core_capacity_of(const char *kind, const char *size, struct core_capacity *out);
+json_t *core_capacity_json(const struct core_capacity *cap);
+
+/* ---- cluster.c: a cluster of hosts (docs/cluster.md); c->cluster NULL on one ---------- */
+
+/* Joins (registers under an epoch, waiting up to a minute for etcd and
+ * the database) when cfg.cluster.etcd is set; 0 and nothing otherwise. */
+int core_cluster_open(struct core *c, struct err *e);
+/* Stops membership, keeping the lease (a restart within its TTL adopts):
+ * core_quiesce. core_cluster_free (core_close) frees the rest. */
+void core_cluster_close(struct core *c);
+void core_cluster_free(struct core *c);
+/* The epoch while the lease is surely alive, else 0. */
+int64_t core_cluster_epoch(struct core *c);
+/* Fences this host (its tick touched no row): the member's thread stops
+ * everything and registers anew. */
+void core_cluster_fence(struct core *c, int64_t epoch, const char *why);
+/* The fenced hook's work (core.c): every computer of this host stopped and
+ * destroyed, the old epoch reaped in the database. */
+void core_cluster_fenced(struct core *c, int64_t epoch, const char *why);
+/* Refreshes the catalog from the database (the ticker, every second). */
+void core_cluster_refresh(struct core *c);
+/* The issue time for a new token of a computer held anywhere. */
+int64_t core_cluster_issue_ms(struct core *c, const char *id);
+/* A stream revocation, made here or (through the store) on any host:
+ * remembered, and this host's streams of the computer closed when new. */
+void core_cluster_revoked(struct core *c, const char *computer, int64_t revoked_ms);
+
+/*
+ * Where computer id is: 0 when this host serves it (it holds it, or nobody
+ * does: the local path answers why), 1 with the holder's address, -1 with
+ * e (ERR_NOT_FOUND for ws's caller, ERR_UNAVAILABLE when its host is down).
+ */
+int core_cluster_holder(struct core *c, const char *id, const char *ws, char *address, size_t alen,
+			struct err *e);
+void core_cluster_forget(struct core *c, const char *id);
+
+/* A call to forward to the host that holds a computer: path and decoded
+ * query fragments ("name=value"), signed as workspace ws (nodeauth.h). */
+struct core_node_call {
+	const char *method;
+	const char *path;
+	const char *const *query;
+	size_t nquery;
+	const char *body; /* JSON, or NULL */
+	size_t len;
+	int body_fd; /* >= 0: upload body_fd_len bytes from here */
+	uint64_t body_fd_len;
+	int out_fd; /* >= 0: the answer's body (any status) goes here */
+	int (*out_reserve)(void *arg, uint64_t more, struct err *e);
+	void *out_reserve_arg;
+	long timeout_ms;
+};
+/* 0 with the holder's answer in r (any status), 1 when this host serves
+ * it, -1 with e. One retry after a 421 (it moved). */
+int core_cluster_call(struct core *c, const char *id, const char *ws, struct core_node_call *q,
+		      struct envd_reply *r, struct err *e);
+/* core_cluster_call for a JSON answer: 0 and *out on ok_status, -1 with e
+ * from any other answer, 1 when this host serves it. */
+int core_cluster_json(struct core *c, const char *id, const char *ws, const char *method,
+		      const char *path, int ok_status, json_t **out, struct err *e);
+
+/* Boots sc where the database placed it (sc->host): here, or on the host
+ * it names; when that host cannot, placed again elsewhere (a few hosts at
+ * most). *out its JSON. */
+int core_cluster_launch(struct core *c, struct store_computer *sc, json_t **out, struct err *e);
+/* core_boot_placed's work (core.h). */
+int core_cluster_boot(struct core *c, const char *id, json_t **out, struct err *e);
+
+/* For what is not forwarded yet (recordings, previews, CDP): 0 when this
+ * host serves computer id (it holds it, or nobody does), else -1 with e:
+ * ERR_CONFLICT naming the host that holds it (what: "recordings"...). */
+int core_cluster_here_only(struct core *c, const char *id, const char *ws, const char *what,
+			   struct err *e);
+
+/* The cluster's side of GET /v1/hosts, drain and recreate. */
+int core_cluster_hosts(struct core *c, json_t **out, struct err *e);
+int core_cluster_drain(struct core *c, const char *host, const char *mode, json_t **out,
+		       struct err *e);
+int core_cluster_recreate(struct core *c, const char *id, const char *ws, json_t **out,
+			  struct err *e);
+
+/* core.c for cluster.c: a boot in the background; a computer of this host
+ * stopped and its disk destroyed, marked lost in memory (the caller writes
+ * the database); the computers of this host in memory. */
+void core_boot_later(struct core *c, const char *id);
+void core_lose_local(struct core *c, const char *id, const char *why);
 
 /* previews.c: a stop, a delete or a death revokes every preview and CDP
  * token of the computer and closes their relays; core_open loads what the

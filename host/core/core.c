@@ -9,6 +9,7 @@
  */
 #include "core-internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -137,6 +138,8 @@ json_t *core_json_public(const struct store_computer *sc)
 		json_object_set_new(j, "accel", json_string(sc->accel));
 	if (sc->template_id[0])
 		json_object_set_new(j, "template_id", json_string(sc->template_id));
+	if (sc->host[0]) /* a cluster's: where it is (or was, when lost) */
+		json_object_set_new(j, "host", json_string(sc->host));
 	if (strcmp(sc->isolation, "byo") == 0) {
 		const char *hn = json_string_value(json_object_get(sc->driver_state, "hostname"));
 		const char *nm = json_string_value(json_object_get(sc->driver_state, "name"));
@@ -371,6 +374,26 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 			*e = de;
 		return -1;
 	}
+	/* In a cluster the computer may have been placed again elsewhere
+	 * while this host booted it (its boot call timed out): then this copy
+	 * goes, and the other host's is the computer. */
+	struct store_computer now_sc = {0};
+	if (c->cluster && store_computer_get(c->store, sc->id, NULL, &now_sc, NULL) == 0 &&
+	    strcmp(now_sc.host, core_host_id(c)) != 0) {
+		store_computer_clear(&now_sc);
+		struct err ignore;
+		ops->destroy(&dc, &ignore);
+		pthread_mutex_lock(&c->lock);
+		struct core_rt *gone = core_rt_find(c, sc->id);
+		if (gone) {
+			gone->state = COMPUTER_LOST;
+			gone->address[0] = gone->vnc[0] = 0;
+		}
+		pthread_mutex_unlock(&c->lock);
+		return err_set(e, ERR_CONFLICT, "computer %s was placed on another host meanwhile",
+			       sc->id);
+	}
+	store_computer_clear(&now_sc);
 	core_stats_life(c, op, ops, clock_now_us() - t0, true);
 	int64_t now = clock_wall_ms();
 	sc->last_activity_ms = now;
@@ -453,6 +476,88 @@ static void core_background(struct core *c, const char *id, int kind)
 		free(j);
 	}
 	pthread_attr_destroy(&attr);
+}
+
+void core_boot_later(struct core *c, const char *id)
+{
+	core_background(c, id, JOB_BOOT);
+}
+
+void core_lose_local(struct core *c, const char *id, const char *why)
+{
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	pthread_mutex_unlock(&c->lock);
+	if (!r)
+		return;
+	/* An operation in flight (a boot waiting for its agent) may hold the
+	 * computer for long: a few seconds, then on without it (its own writes
+	 * fail once this host is fenced or the computer lost). */
+	struct timespec until = clock_deadline(CLOCK_REALTIME, 5000);
+	bool locked = pthread_mutex_timedlock(&r->op, &until) == 0;
+	if (c->close_streams)
+		c->close_streams(c->close_streams_ctx, id);
+	struct store_computer sc = {0};
+	if (store_computer_get(c->store, id, NULL, &sc, NULL) < 0) {
+		/* The database is away: what memory knows, an empty driver state
+		 * (the driver still finds its cgroup and directory by id). */
+		memset(&sc, 0, sizeof sc);
+		snprintf(sc.id, sizeof sc.id, "%s", id);
+		pthread_mutex_lock(&c->lock);
+		snprintf(sc.kind, sizeof sc.kind, "%s", r->kind);
+		snprintf(sc.size, sizeof sc.size, "%s", r->size);
+		pthread_mutex_unlock(&c->lock);
+		snprintf(sc.isolation, sizeof sc.isolation, "%s", driver_default()->name);
+	}
+	struct core_paths p;
+	struct driver_computer dc;
+	core_driver_computer(c, &sc, &p, &dc);
+	struct err de = {0};
+	if (!core_is_byo(&sc) && core_ops(&sc)->destroy(&dc, &de) < 0)
+		fprintf(stderr, "cubicled: %s: not all of it could be removed: %s\n", id,
+			de.message);
+	rmdir(p.dir);
+	pthread_mutex_lock(&c->lock);
+	r->state = COMPUTER_LOST;
+	r->address[0] = r->vnc[0] = 0;
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
+	fprintf(stderr, "cubicled: %s lost: %s\n", id, why);
+	store_computer_clear(&sc);
+	if (locked)
+		pthread_mutex_unlock(&r->op);
+}
+
+void core_cluster_fenced(struct core *c, int64_t epoch, const char *why)
+{
+	/* Everything this host held under epoch stops now, whatever the
+	 * database says (it may be away too): nothing of it may run or bill. */
+	char(*ids)[40] = NULL;
+	int n = 0;
+	pthread_mutex_lock(&c->lock);
+	for (struct core_rt *r = c->rts; r; r = r->next)
+		n++;
+	ids = calloc((size_t)n + 1, sizeof *ids);
+	n = 0;
+	for (struct core_rt *r = c->rts; r && ids; r = r->next)
+		if (r->state != COMPUTER_DELETED && r->state != COMPUTER_LOST)
+			snprintf(ids[n++], sizeof ids[0], "%s", r->id);
+	pthread_mutex_unlock(&c->lock);
+	for (int i = 0; i < n; i++)
+		core_lose_local(c, ids[i], why);
+	free(ids);
+	/* Lost in the database too, billing closed at the last tick (as the
+	 * leader's reaper does; whichever comes first, the other finds the
+	 * epoch gone and changes nothing). */
+	struct err e = {0};
+	int lost = 0;
+	if (store_host_reap(c->store, c->host_id, epoch, why, &lost, &e) < 0)
+		fprintf(
+		    stderr,
+		    "cubicled: cluster: cannot mark this host's computers lost (the reaper or the "
+		    "next registration will): %s\n",
+		    e.message);
+	fprintf(stderr, "cubicled: cluster: fenced: %d computers stopped\n", n);
 }
 
 /* ---- operations ----------------------------------------------------------------- */
@@ -665,7 +770,7 @@ static int core_create_parse(struct core *c, const char *ws, const json_t *param
 	static const char *const known[] = {
 	    "kind",	  "size",	    "isolation", "workspace",
 	    "resolution", "idle_timeout_s", "metadata",	 "external_workspace_id",
-	    "session",	  "template",	    NULL};
+	    "session",	  "template",	    "host",	 NULL};
 	static const char *const kinds[] = {"desktop", "sandbox", NULL};
 	if (params_check_known(params, known, e) < 0)
 		return -1;
@@ -776,6 +881,19 @@ static int core_create_parse(struct core *c, const char *ws, const json_t *param
 			goto fail;
 		snprintf(sc->session_id, sizeof sc->session_id, "%s", session);
 	}
+	const char *host = NULL;
+	if (param_str(params, "host", &host, e) < 0)
+		goto fail;
+	if (host && ws) {
+		err_param(e, "host", "host: choosing a host needs the admin key");
+		goto fail;
+	}
+	if (host && (!c->cluster || ident_param("host", host, 63, false, e) < 0)) {
+		if (!c->cluster)
+			err_param(e, "host", "host: this cubicled is not in a cluster");
+		goto fail;
+	}
+	snprintf(req->host, sizeof req->host, "%s", host ? host : "");
 	return 0;
 fail:
 	store_computer_clear(sc);
@@ -803,10 +921,28 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 	sc.driver_state = json_object();
 	sc.last_activity_ms = clock_wall_ms();
 	/* The workspace's limit is checked in the insert's transaction: two
-	 * creates at once cannot both take the last place. */
+	 * creates at once cannot both take the last place. In a cluster the
+	 * same transaction places it (store_place: the host with the most free
+	 * memory and room for it all), and the chosen host boots it: this one,
+	 * another (told so), or a third when that one cannot. The warm pool's
+	 * desktops are this host's own. */
 	struct store_commit how = {.insert = true, .limit = core_limit(c, sc.workspace)};
+	struct core_capacity need;
+	core_capacity_of(sc.kind, sc.size, &need);
+	bool pool = !ws && c->pool_ws[0] && strcmp(sc.workspace, c->pool_ws) == 0;
+	struct store_place place = {.need = {need.millicpus, need.memory_mb, need.disk_mb},
+				    .host = req.host[0] ? req.host
+					    : pool	? c->host_id
+							: NULL};
+	if (c->cluster)
+		how.place = &place;
 	if (store_computer_commit(c->store, &sc, &how, e) < 0)
 		goto fail;
+	if (c->cluster) {
+		int rc = core_cluster_launch(c, &sc, out, e);
+		store_computer_clear(&sc);
+		return rc;
+	}
 	if (!core_rt_add(c, &sc)) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto fail;
@@ -848,10 +984,32 @@ int core_list(struct core *c, const char *ws, const char *state, const char *kin
 	return 0;
 }
 
+/* A lifecycle call for a computer another host of the cluster holds goes
+ * there (its answer is ours); 1 when this host serves it. */
+static int core_elsewhere(struct core *c, const char *id, const char *ws, const char *method,
+			  const char *what, json_t **out, struct err *e)
+{
+	if (!c->cluster)
+		return 1;
+	char path[160];
+	snprintf(path, sizeof path, "/v1/computers/%s%s", id, what);
+	return core_cluster_json(c, id, ws, method, path, 200, out, e);
+}
+
+int core_boot_placed(struct core *c, const char *id, json_t **out, struct err *e)
+{
+	if (!c->cluster)
+		return err_set(e, ERR_NOT_FOUND, "no such endpoint: this host is not in a cluster");
+	return core_cluster_boot(c, id, out, e);
+}
+
 int core_stop(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
 {
 	struct store_computer sc = {0};
 	struct core_rt *rt;
+	int where = core_elsewhere(c, id, ws, "POST", "/stop", out, e);
+	if (where <= 0)
+		return where;
 	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
 		return -1;
 	int rc = 0;
@@ -876,6 +1034,9 @@ int core_start(struct core *c, const char *id, const char *ws, json_t **out, str
 {
 	struct store_computer sc = {0};
 	struct core_rt *rt;
+	int where = core_elsewhere(c, id, ws, "POST", "/start", out, e);
+	if (where <= 0)
+		return where;
 	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
 		return -1;
 	int rc = 0;
@@ -885,7 +1046,14 @@ int core_start(struct core *c, const char *id, const char *ws, json_t **out, str
 			     "running whenever its envd is connected",
 			     id);
 	} else if (sc.state == COMPUTER_STOPPED) {
-		struct store_commit how = {.limit = core_limit(c, sc.workspace)};
+		/* In a cluster it starts where its disk is, if this host has
+		 * room for its CPU and memory again (the store places it here). */
+		struct core_capacity need;
+		core_capacity_of(sc.kind, sc.size, &need);
+		struct store_place here = {.need = {need.millicpus, need.memory_mb, 0},
+					   .host = c->host_id};
+		struct store_commit how = {.limit = core_limit(c, sc.workspace),
+					   .place = c->cluster ? &here : NULL};
 		char image[512];
 		/* A container's template image must be there (it stays stopped
 		 * if not); a microVM keeps its own links to it. */
@@ -906,10 +1074,34 @@ int core_start(struct core *c, const char *id, const char *ws, json_t **out, str
 	return rc;
 }
 
+/* A lost computer (nobody holds it): deleted in the database alone. */
+static int core_delete_lost(struct core *c, const char *id, const char *ws, json_t **out,
+			    struct err *e)
+{
+	struct store_computer sc = {0};
+	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
+		return -1;
+	int rc = 1;
+	if (sc.state == COMPUTER_LOST) {
+		sc.state = COMPUTER_DELETED;
+		sc.deleted_ms = clock_wall_ms();
+		rc = store_computer_commit(c->store, &sc, NULL, e);
+		if (rc == 0)
+			*out = core_json_public(&sc);
+	}
+	store_computer_clear(&sc);
+	return rc;
+}
+
 int core_delete(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
 {
 	struct store_computer sc = {0};
 	struct core_rt *rt;
+	int where = core_elsewhere(c, id, ws, "DELETE", "", out, e);
+	if (where <= 0)
+		return where;
+	if (c->cluster && (where = core_delete_lost(c, id, ws, out, e)) <= 0)
+		return where;
 	if (core_lock_computer(c, id, ws, &sc, &rt, e) < 0)
 		return -1;
 	int rc = 0;
@@ -926,33 +1118,28 @@ int core_delete(struct core *c, const char *id, const char *ws, json_t **out, st
  * every wait). */
 static bool core_wait_done(enum computer_state now, enum computer_state state)
 {
-	return now == state || now == COMPUTER_ERROR || now == COMPUTER_DELETED;
+	return now == state || now == COMPUTER_ERROR || now == COMPUTER_DELETED ||
+	       now == COMPUTER_LOST;
 }
 
 int core_wait(struct core *c, const char *id, const char *ws, enum computer_state state,
 	      int timeout_s, json_t **out, struct err *e)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_s;
+	int64_t until = clock_now_ms() + (int64_t)timeout_s * 1000;
 	struct store_computer sc = {0};
 	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
 		return -1;
-	pthread_mutex_lock(&c->lock);
-	for (;;) {
-		struct core_rt *r = core_rt_find(c, id);
-		enum computer_state now = r ? r->state : sc.state;
-		if (core_wait_done(now, state))
-			break;
-		if (pthread_cond_timedwait(&c->changed, &c->lock, &until) == ETIMEDOUT) {
-			pthread_mutex_unlock(&c->lock);
-			store_computer_clear(&sc);
+	enum computer_state stored = sc.state, now;
+	store_computer_clear(&sc);
+	/* A state change here wakes it at once; one on another host of a
+	 * cluster is seen within a quarter of a second (core_wait_over). */
+	while (!core_wait_over(c, id, state, stored, &now)) {
+		int64_t left = until - clock_now_ms();
+		if (left <= 0)
 			return err_set(e, ERR_TIMEOUT, "computer %s is still %s after %d s", id,
 				       computer_state_name(now), timeout_s);
-		}
+		core_await_change(c, (int)(left < 250 ? left : 250));
 	}
-	pthread_mutex_unlock(&c->lock);
-	store_computer_clear(&sc);
 	return core_get(c, id, ws, out, e);
 }
 
@@ -973,7 +1160,14 @@ bool core_wait_over(struct core *c, const char *id, enum computer_state state,
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
 	*now = r ? r->state : stored;
+	bool local = r && r->state != COMPUTER_LOST;
 	pthread_mutex_unlock(&c->lock);
+	/* Held by another host of a cluster: its state is in the database. */
+	struct store_computer sc = {0};
+	if (!local && c->cluster && store_computer_get(c->store, id, NULL, &sc, NULL) == 0) {
+		*now = sc.state;
+		store_computer_clear(&sc);
+	}
 	return core_wait_done(*now, state);
 }
 
@@ -1041,7 +1235,7 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 	if (ident_ok(ws, 63))
 		core_session_disk_remove(c, ws);
 	if (ident_ok(ws, 63) &&
-	    snprintf(dir, sizeof dir, "%s/sessions/%s", c->cfg.state_dir, ws) < (int)sizeof dir &&
+	    snprintf(dir, sizeof dir, "%s/%s", c->sessions_root, ws) < (int)sizeof dir &&
 	    lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
 	    nftw(dir, core_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
 		fprintf(stderr, "cubicled: workspace %s deleted, but not all of %s: %s\n", ws, dir,
@@ -1052,10 +1246,26 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 
 /* ---- the ticker: usage every second, idle timeouts ------------------------------ */
 
+/* The ledger's tick. In a cluster only while this host's lease is surely
+ * alive, and fenced in the database by its epoch: a tick that touches no
+ * row means the host was reaped (or registered again elsewhere), and it
+ * stops everything and registers anew. */
+static void core_tick_ledger(struct core *c, int64_t now)
+{
+	if (!c->cluster) {
+		store_usage_tick(c->store, now, NULL);
+		return;
+	}
+	int64_t epoch = core_cluster_epoch(c);
+	if (epoch && store_usage_tick(c->store, now, NULL) == 0)
+		core_cluster_fence(c, epoch, "its ledger tick touched no row: it was reaped");
+	core_cluster_refresh(c);
+}
+
 static void core_tick(struct core *c)
 {
 	int64_t now = clock_wall_ms();
-	store_usage_tick(c->store, now, NULL);
+	core_tick_ledger(c, now);
 	struct {
 		char id[40];
 		int kind;
@@ -1185,7 +1395,9 @@ static int core_recover(struct core *c, struct err *e)
 	size_t nsegs = 0;
 	if (store_usage_open_segments(c->store, &segs, &nsegs, e) < 0)
 		return -1;
-	struct store_filter f = {0};
+	/* In a cluster, this host's own computers only (the others' belong to
+	 * their hosts); lost ones hold nothing here to recover. */
+	struct store_filter f = {.host = c->cluster ? c->host_id : NULL};
 	struct store_computer *all = NULL;
 	size_t n = 0;
 	if (store_computer_list(c->store, &f, &all, &n, e) < 0) {
@@ -1193,16 +1405,19 @@ static int core_recover(struct core *c, struct err *e)
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++)
-		core_recover_one(c, &all[i]);
+		if (all[i].state != COMPUTER_LOST)
+			core_recover_one(c, &all[i]);
 	/* Open segments of computers that did not survive end at their last tick:
 	 * at most one second after they really stopped counting. */
 	for (size_t s = 0; s < nsegs; s++) {
-		bool alive = false;
+		bool alive = false, ours = !c->cluster;
 		for (size_t i = 0; i < n; i++)
-			if (strcmp(all[i].id, segs[s].computer) == 0)
+			if (strcmp(all[i].id, segs[s].computer) == 0) {
+				ours = true;
 				alive = all[i].state == COMPUTER_RUNNING ||
 					all[i].state == COMPUTER_STOPPED;
-		if (!alive)
+			}
+		if (ours && !alive)
 			store_usage_switch(c->store, segs[s].computer, "", "", NULL, segs[s].end_ms,
 					   NULL);
 	}
@@ -1240,6 +1455,60 @@ static int core_recover(struct core *c, struct err *e)
 	free(segs);
 	/* The survivors ran (or stayed stopped) while we were down: count it. */
 	return store_usage_tick(c->store, clock_wall_ms(), e);
+}
+
+/*
+ * A cluster's host cleans what it holds no more: a directory under
+ * computers/ whose computer is not this host's now (lost while cubicled was
+ * down, re-created elsewhere since, or deleted) is stopped and destroyed,
+ * with its driver state when the database still has it for this host.
+ */
+static void core_janitor(struct core *c)
+{
+	if (!c->cluster)
+		return;
+	char dir[600];
+	snprintf(dir, sizeof dir, "%s/computers", c->cfg.state_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || !ident_ok(de->d_name, 39))
+			continue;
+		pthread_mutex_lock(&c->lock);
+		struct core_rt *r = core_rt_find(c, de->d_name);
+		bool held = r && r->state != COMPUTER_DELETED && r->state != COMPUTER_LOST;
+		pthread_mutex_unlock(&c->lock);
+		if (held)
+			continue;
+		struct store_computer sc = {0};
+		bool known = store_computer_get(c->store, de->d_name, NULL, &sc, NULL) == 0;
+		if (!known) {
+			memset(&sc, 0, sizeof sc);
+			snprintf(sc.id, sizeof sc.id, "%.39s", de->d_name);
+			snprintf(sc.kind, sizeof sc.kind, "sandbox");
+			snprintf(sc.size, sizeof sc.size, "sm");
+			snprintf(sc.isolation, sizeof sc.isolation, "%s", driver_default()->name);
+		} else if (strcmp(sc.host, c->host_id) != 0) {
+			/* Not ours in the database any more: its driver state is
+			 * another host's; the driver finds what is left by id. */
+			json_decref(sc.driver_state);
+			sc.driver_state = json_object();
+		}
+		struct core_paths p;
+		struct driver_computer dc;
+		core_driver_computer(c, &sc, &p, &dc);
+		struct err de2 = {0};
+		if (!core_is_byo(&sc) && core_ops(&sc)->destroy(&dc, &de2) < 0)
+			fprintf(stderr, "cubicled: %s: leftovers not removed: %s\n", sc.id,
+				de2.message);
+		else
+			fprintf(stderr, "cubicled: %s: not this host's any more: removed\n", sc.id);
+		rmdir(p.dir);
+		store_computer_clear(&sc);
+	}
+	closedir(d);
 }
 
 /* A stream revocation kept in the store: back on the computer's record. */
@@ -1290,14 +1559,26 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	if (!c->cfg.record_uid)
 		c->cfg.record_uid = 65534;
 	c->store = store;
+	core_host_id_init(c);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
 	char dir[600];
 	snprintf(dir, sizeof dir, "%s/computers", cfg->state_dir);
 	mkdir(dir, 0700);
-	snprintf(dir, sizeof dir, "%s/sessions", cfg->state_dir);
-	mkdir(dir, 0711);
+	if (cfg->sessions_dir)
+		snprintf(c->sessions_root, sizeof c->sessions_root, "%s", cfg->sessions_dir);
+	else
+		snprintf(c->sessions_root, sizeof c->sessions_root, "%s/sessions", cfg->state_dir);
+	mkdir(c->sessions_root, 0711);
 	drivers_probe();
+	/* A cluster's host registers first: recovery needs its epoch, under
+	 * which the database says what it holds (its previous epoch's
+	 * computers adopted, unless reaped meanwhile). */
+	if (core_cluster_open(c, e) < 0) {
+		core_cluster_free(c);
+		free(c);
+		return NULL;
+	}
 	if (core_recordings_recover(c, e) < 0 || core_stats_open(c, e) < 0 ||
 	    core_recover(c, e) < 0 || core_templates_open(c, &cfg->templates, e) < 0 ||
 	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||
@@ -1305,10 +1586,12 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
 		if (!e || !e->message[0])
 			err_set(e, ERR_INTERNAL, "cannot start the core");
+		core_cluster_free(c);
 		core_stats_close(c);
 		free(c);
 		return NULL;
 	}
+	core_janitor(c);
 	struct err be = {0};
 	if (byo_open(c, &be) < 0)
 		fprintf(stderr, "cubicled: machines cannot connect: %s\n", be.message);
@@ -1327,6 +1610,7 @@ int core_quiesce(struct core *c)
 	core_recordings_close(c); /* their files finished, before anything else goes */
 	/* Builds in flight stop (they are built again at the next start). */
 	core_templates_close(c);
+	core_cluster_close(c);
 	/* Let boots and idle operations finish writing their state. */
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
@@ -1352,6 +1636,7 @@ void core_close(struct core *c)
 		return; /* operations still use c: the process is exiting anyway */
 	core_session_disks_release(c);
 	core_templates_free(c);
+	core_cluster_free(c);
 	close(c->wake[0]);
 	close(c->wake[1]);
 	while (c->rts) {

@@ -26,6 +26,21 @@
 #include "template.h"
 
 struct guest_net_list;
+struct nodeauth;
+
+/* A cluster of hosts behind one API (docs/cluster.md); etcd NULL = one host. */
+struct core_cluster_config {
+	const char *etcd;	   /* etcd's client URLs, "http://HOST:PORT,..." */
+	const char *host_id;	   /* this host's id */
+	const char *address;	   /* where the other hosts call this one: "IP:PORT" */
+	int ttl_s;		   /* the membership lease (member.h) */
+	struct nodeauth *nodeauth; /* signs this node's calls to the others */
+	/* What this host offers to placement (0 = the machine's: its CPUs,
+	 * memory, and the state directory's disk). */
+	int vcpus;
+	int64_t memory_mb, disk_mb;
+	int cpu_overcommit_pct; /* vCPUs placed per 100 physical ones (0 = 400) */
+};
 
 struct core_config {
 	const char *state_dir;	/* computers/<id>/, sessions/<id>/ live here */
@@ -46,6 +61,10 @@ struct core_config {
 	const struct guest_net_list *egress_allow, *egress_deny; /* NULL = none */
 	/* Templates (template.h): where they are cached, their limits. */
 	struct core_template_config templates;
+	/* Sessions on a path every host of a cluster mounts (docs/cluster.md,
+	 * "Sessions"); NULL = <state_dir>/sessions, this host's own. */
+	const char *sessions_dir;
+	struct core_cluster_config cluster;
 	/* The body of every start's POST /v1/setup (guest-setup.h: the
 	 * operator's CA certificates, pip index, npm registry); NULL = none. */
 	const char *guest_setup;
@@ -109,6 +128,11 @@ int core_wait_begin(struct core *c, const char *id, const char *ws, enum compute
 bool core_wait_over(struct core *c, const char *id, enum computer_state state,
 		    enum computer_state stored, enum computer_state *now);
 void core_await_change(struct core *c, int timeout_ms);
+
+/* Whether this host holds computer id (runs it or keeps it stopped here),
+ * from memory only (the API's router asks on its loop). On one host, every
+ * computer is its own: always true. */
+bool core_holds(struct core *c, const char *id);
 
 /* Proxies an action to the computer's envd; counts as activity. A display
  * action on a sandbox is ERR_CONFLICT; a computer not running likewise. */
@@ -269,6 +293,39 @@ int core_connect_token(struct core *c, const char *ws, const json_t *params, con
 int core_byo_admit(struct core *c, const char *authorization, const char *hostname, bool display,
 		   int width, int height, char *path, size_t plen, char *preamble, size_t prelen,
 		   struct err *e);
+
+/* ---- hosts (GET /v1/hosts, drain, recreate: docs/cluster.md) ------------------------ */
+
+/* This host's id: --host-id in a cluster, else its hostname's. */
+const char *core_host_id(struct core *c);
+
+/* {"hosts":[{"id","address","state","epoch","leader","lease_age_ms","capacity",
+ * "allocated","computers","warm"}]}: a cluster's hosts from its database,
+ * or this one host alone. */
+int core_hosts(struct core *c, json_t **out, struct err *e);
+/* Drains host (mode "wait", "move" or "off"): *out {"host":{...},
+ * "moved":[ids]}. ERR_CONFLICT on one host. */
+int core_host_drain(struct core *c, const char *host, const char *mode, json_t **out,
+		    struct err *e);
+/* Makes lost computer id again on another host (same id, metadata,
+ * session; its disk is gone): *out its JSON, provisioning. ERR_CONFLICT
+ * unless it is lost. */
+int core_recreate(struct core *c, const char *id, const char *ws, json_t **out, struct err *e);
+
+/* ---- a cluster's catalog, for the API's loop (memory only) ---------------------------- */
+
+/* The address ("IP:PORT") of a host that is up; -1 when unknown or down. */
+int core_host_address(struct core *c, const char *host, char *out, size_t len);
+/* A stream-token key by id; the current one (which signs) with its id.
+ * -1 when there is none (one host: the API's own key signs). */
+int core_stream_key(struct core *c, const char *kid, unsigned char key[32]);
+int core_stream_key_now(struct core *c, char kid[24], unsigned char key[32]);
+/* Whether a stream token of computer id issued at `issued` was revoked,
+ * on any host of the cluster (or this one). */
+bool core_stream_revoked(struct core *c, const char *id, int64_t issued);
+/* POST /v1/computers/{id}/boot: a node's call only (docs/cluster.md): boots
+ * what the database placed on this host. */
+int core_boot_placed(struct core *c, const char *id, json_t **out, struct err *e);
 
 /* ---- recordings (recordings.c) ----------------------------------------------------- */
 

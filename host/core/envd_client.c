@@ -112,7 +112,10 @@ static int envd_request(struct httpc_request *q, const char *address, const char
 	return 0;
 }
 
-static int envd_perform(const struct httpc_request *q, struct envd_reply *r, struct err *e)
+/* who: what answered ("the computer's agent", "the host that holds the
+ * computer"), for the messages. */
+static int envd_perform_as(const char *who, const struct httpc_request *q, struct envd_reply *r,
+			   struct err *e)
 {
 	struct err te = {0};
 	if (httpc_perform(q, r, &te) == 0)
@@ -124,22 +127,56 @@ static int envd_perform(const struct httpc_request *q, struct envd_reply *r, str
 	}
 	switch (te.code) {
 	case ERR_INTERNAL:
-		return err_set(e, ERR_INTERNAL, "cannot store what the computer sent: %s",
-			       te.message);
+		return err_set(e, ERR_INTERNAL, "cannot store what %s sent: %s", who, te.message);
 	case ERR_TIMEOUT:
-		return err_set(e, ERR_TIMEOUT,
-			       "the computer's agent did not answer within the %ld s deadline: %s",
-			       q->timeout_ms / 1000, te.message);
+		return err_set(e, ERR_TIMEOUT, "%s did not answer within the %ld s deadline: %s",
+			       who, q->timeout_ms / 1000, te.message);
 	case ERR_BAD_GATEWAY:
-		return err_set(
-		    e, ERR_BAD_GATEWAY, "the computer's agent answered badly: %s%s", te.message,
-		    strstr(te.message, "MiB)") ? " (cubicled --max-envd-answer-mb)" : "");
+		return err_set(e, ERR_BAD_GATEWAY, "%s answered badly: %s%s", who, te.message,
+			       strstr(te.message, "MiB)") ? " (cubicled --max-envd-answer-mb)"
+							  : "");
 	case ERR_UNAVAILABLE:
-		return err_set(e, te.code, "the computer's agent did not answer: %s", te.message);
+		return err_set(e, te.code, "%s did not answer: %s", who, te.message);
 	default: /* the caller's own refusal (a quota) */
 		*e = te;
 		return -1;
 	}
+}
+
+static int envd_perform(const struct httpc_request *q, struct envd_reply *r, struct err *e)
+{
+	return envd_perform_as("the computer's agent", q, r, e);
+}
+
+int envd_node(const char *address, const struct envd_node_call *c, struct envd_reply *r,
+	      struct err *e)
+{
+	memset(r, 0, sizeof *r);
+	char url[9000], addr[200];
+	snprintf(addr, sizeof addr, "tcp:%s", address);
+	const char *headers[] = {c->header, NULL};
+	struct httpc_request q = HTTPC_REQUEST_INIT;
+	if (envd_request(&q, addr, NULL, c->path, url, sizeof url, e) < 0)
+		return -1;
+	q.headers = headers;
+	q.method = c->method;
+	q.body = c->body;
+	q.body_len = c->len;
+	q.body_type = c->body ? "application/json" : NULL;
+	q.body_fd = c->body_fd;
+	q.body_fd_len = c->body_fd_len;
+	q.out_fd = c->out_fd;
+	q.out_fd_always = c->out_fd >= 0;
+	q.out_reserve = c->out_reserve;
+	q.out_reserve_arg = c->out_reserve_arg;
+	q.timeout_ms = c->timeout_ms > 0 ? c->timeout_ms : envd_limits.action_s * 1000;
+	/* A node that is gone costs a second, not a request's deadline. */
+	q.connect_timeout_ms = 1000;
+	if (c->body_fd >= 0 || c->out_fd >= 0) {
+		q.min_speed_bps = envd_limits.file_min_bps;
+		q.min_speed_s = envd_limits.file_min_bps_s;
+	}
+	return envd_perform_as("the host that holds the computer", &q, r, e);
 }
 
 int envd_action(const char *address, const char *token, const char *action, const char *body,

@@ -74,4 +74,26 @@ int envd_download(const char *address, const char *token, const char *path, int 
 int envd_upload(const char *address, const char *token, const char *path, int fd, uint64_t len,
 		struct envd_reply *r, struct err *e);
 
+/*
+ * A call to another cubicled of a cluster, the host that holds a computer
+ * (core/remote.c): the same client, limits and memory budget as an envd's
+ * answers (the other host's bytes are as untrusted), a second to connect.
+ * address is "IP:PORT"; header the node's credential line.
+ */
+struct envd_node_call {
+	const char *method; /* "GET", "POST", "PUT", "DELETE" */
+	const char *path;   /* with its query, escaped */
+	const char *header; /* "X-Cubicle-Node: ..." */
+	const char *body;   /* JSON, or NULL */
+	size_t len;
+	int body_fd; /* >= 0: upload body_fd_len bytes from here */
+	uint64_t body_fd_len;
+	int out_fd; /* >= 0: the answer's body (any status) goes here */
+	int (*out_reserve)(void *arg, uint64_t more, struct err *e);
+	void *out_reserve_arg;
+	long timeout_ms; /* 0 = the action deadline */
+};
+int envd_node(const char *address, const struct envd_node_call *c, struct envd_reply *r,
+	      struct err *e);
+
 #endif

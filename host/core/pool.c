@@ -58,10 +58,26 @@ static int pool_want(const struct core *c, const char *size)
 	return 0;
 }
 
-/* Starts one more pool desktop of each size that is short. */
+/* Starts one more pool desktop of each size that is short. One that failed
+ * (error) is the pool's own: it is deleted (in a cluster it would hold its
+ * disk's reservation), and the pool waits POOL_RETRY_MS before the next. */
+#define POOL_RETRY_MS 30000
 void pool_tick(struct core *c)
 {
 	if (!c->pool_ws[0])
+		return;
+	char failed[1][40];
+	if (core_rt_select(c, c->pool_ws, NULL, COMPUTER_STATE_BIT(COMPUTER_ERROR), failed, 1) >
+	    0) {
+		json_t *out = NULL;
+		struct err e = {0};
+		if (core_delete(c, failed[0], c->pool_ws, &out, &e) < 0)
+			fprintf(stderr, "cubicled: warm pool: cannot delete %s: %s\n", failed[0],
+				e.message);
+		json_decref(out);
+		c->pool_retry_ms = clock_wall_ms() + POOL_RETRY_MS;
+	}
+	if (clock_wall_ms() < c->pool_retry_ms)
 		return;
 	static const char *const sizes[] = {"small", "medium", "large"};
 	for (int s = 0; s < 3; s++) {

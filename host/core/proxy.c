@@ -23,8 +23,21 @@ int core_rt_running(struct core *c, const char *id, const char *ws, char *addres
 {
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
-	if (!r || (ws && strcmp(r->ws, ws) != 0)) {
+	if (!r || (ws && strcmp(r->ws, ws) != 0) || r->state == COMPUTER_LOST) {
 		pthread_mutex_unlock(&c->lock);
+		/* A cluster's computer nobody holds: lost, most likely. */
+		struct store_computer sc = {0};
+		if (c->cluster && store_computer_get(c->store, id, ws, &sc, NULL) == 0) {
+			enum computer_state st = sc.state;
+			store_computer_clear(&sc);
+			if (st == COMPUTER_LOST)
+				return err_set(e, ERR_CONFLICT,
+					       "computer %s is lost: its host died (POST "
+					       ".../recreate makes it again on another host)",
+					       id);
+			return err_set(e, ERR_CONFLICT, "computer %s is %s, not running", id,
+				       computer_state_name(st));
+		}
 		return err_set(e, ERR_NOT_FOUND, "no computer %.40s", id);
 	}
 	if (r->state != COMPUTER_RUNNING || !r->address[0]) {
@@ -45,6 +58,17 @@ int core_rt_running(struct core *c, const char *id, const char *ws, char *addres
 	r->activity_dirty = true;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+bool core_holds(struct core *c, const char *id)
+{
+	if (!c->cluster)
+		return true;
+	pthread_mutex_lock(&c->lock);
+	struct core_rt *r = core_rt_find(c, id);
+	bool held = r && r->state != COMPUTER_DELETED;
+	pthread_mutex_unlock(&c->lock);
+	return held;
 }
 
 /* set_screen_size changed the desktop's resolution: the computer reports it,
@@ -115,6 +139,30 @@ int core_action(struct core *c, const char *id, const char *ws, const char *acti
 	for (const char *p = action; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || *p == '_' || (*p >= '0' && *p <= '9')))
 			return err_set(e, ERR_NOT_FOUND, "no action named '%.60s'", action);
+	if (c->cluster) {
+		/* Held by another host: its API answers (envd's bytes through it). */
+		char path[200];
+		snprintf(path, sizeof path, "/v1/computers/%s/actions/%s", id, action);
+		struct core_node_call q = {.method = "POST",
+					   .path = path,
+					   .body = body ? body : "",
+					   .len = body ? len : 0,
+					   .body_fd = -1,
+					   .out_fd = -1,
+					   .timeout_ms = core_action_deadline(action, body, len)};
+		if (q.timeout_ms <= 0)
+			q.timeout_ms = envd_get_limits().action_s;
+		q.timeout_ms = q.timeout_ms * 1000 + 5000; /* the holder's own deadline first */
+		int64_t t0 = clock_now_us();
+		int where = core_cluster_call(c, id, ws, &q, r, e);
+		/* The holder counts (and records) what it runs; only a call that
+		 * reached no holder is counted here. */
+		if (where < 0)
+			core_stats_action(c, action, clock_now_us() - t0,
+					  core_action_err_code(-1, r, e));
+		if (where <= 0)
+			return where;
+	}
 	char address[320], token[80], kind[16];
 	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, kind,
 			    sizeof kind, e) < 0)
@@ -262,12 +310,37 @@ static int core_download_reserve(void *arg, uint64_t more, struct err *e)
 	return 0;
 }
 
-int core_file_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
+int core_file_get(struct core *c, const char *id, const char *ws, const char *fpath, int fd,
 		  char spool_ws[40], uint64_t *spooled, struct envd_reply *r, struct err *e)
 {
 	char address[320], token[80];
 	*spooled = 0;
 	memset(r, 0, sizeof *r);
+	if (c->cluster) {
+		/* From the host that holds it, through this host's spool (charged
+		 * to the caller's workspace here, the computer's there). */
+		char path[160];
+		snprintf(path, sizeof path, "/v1/computers/%s/files", id);
+		char *frag = NULL;
+		if (asprintf(&frag, "path=%s", fpath) < 0)
+			return err_set(e, ERR_INTERNAL, "out of memory");
+		const char *query[] = {frag};
+		snprintf(spool_ws, 40, "%s", ws ? ws : "");
+		struct core_download d = {c, spool_ws, spooled};
+		struct core_node_call q = {.method = "GET",
+					   .path = path,
+					   .query = query,
+					   .nquery = 1,
+					   .body_fd = -1,
+					   .out_fd = fd,
+					   .out_reserve = core_download_reserve,
+					   .out_reserve_arg = &d,
+					   .timeout_ms = envd_get_limits().file_s * 1000};
+		int where = core_cluster_call(c, id, ws, &q, r, e);
+		free(frag);
+		if (where <= 0)
+			return where;
+	}
 	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, NULL, 0, e) <
 	    0)
 		return -1;
@@ -277,13 +350,33 @@ int core_file_get(struct core *c, const char *id, const char *ws, const char *pa
 	snprintf(spool_ws, 40, "%s", rt ? rt->ws : (ws ? ws : ""));
 	pthread_mutex_unlock(&c->lock);
 	struct core_download d = {c, spool_ws, spooled};
-	return envd_download(address, token, path, fd, core_download_reserve, &d, r, e);
+	return envd_download(address, token, fpath, fd, core_download_reserve, &d, r, e);
 }
 
 int core_file_put(struct core *c, const char *id, const char *ws, const char *path, int fd,
 		  uint64_t len, struct envd_reply *r, struct err *e)
 {
 	char address[320], token[80];
+	if (c->cluster) {
+		char upath[160];
+		snprintf(upath, sizeof upath, "/v1/computers/%s/files", id);
+		char *frag = NULL;
+		if (asprintf(&frag, "path=%s", path) < 0)
+			return err_set(e, ERR_INTERNAL, "out of memory");
+		const char *query[] = {frag};
+		struct core_node_call q = {.method = "PUT",
+					   .path = upath,
+					   .query = query,
+					   .nquery = 1,
+					   .body_fd = fd,
+					   .body_fd_len = len,
+					   .out_fd = -1,
+					   .timeout_ms = envd_get_limits().file_s * 1000};
+		int where = core_cluster_call(c, id, ws, &q, r, e);
+		free(frag);
+		if (where <= 0)
+			return where;
+	}
 	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, NULL, 0, e) <
 	    0)
 		return -1;
@@ -321,7 +414,7 @@ int core_stream_target(struct core *c, const char *id, const char *ws, int64_t i
 
 int64_t core_stream_issue_ms(struct core *c, const char *id)
 {
-	int64_t now = clock_wall_ms();
+	int64_t now = c->cluster ? core_cluster_issue_ms(c, id) : clock_wall_ms();
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
 	if (r && now <= r->revoked_ms)
@@ -338,6 +431,8 @@ void core_stream_revoke(struct core *c, const char *id)
 	if (r)
 		r->revoked_ms = now;
 	pthread_mutex_unlock(&c->lock);
+	if (c->cluster)
+		core_cluster_revoked(c, id, now); /* the other hosts hear it from the database */
 	struct err e = {0};
 	if (store_stream_revoke(c->store, id, now, now + CORE_STREAM_TOKEN_MAX_S * 1000LL, &e) < 0)
 		fprintf(stderr,

@@ -386,6 +386,8 @@ static int rec_keep_param(const json_t *params, bool *keep, bool *given, struct 
 int core_recording_start(struct core *c, const char *id, const char *ws, const json_t *params,
 			 json_t **out, struct err *e)
 {
+	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
+		return -1;
 	bool keep = false, given;
 	if (rec_keep_param(params, &keep, &given, e) < 0)
 		return -1;
@@ -640,6 +642,8 @@ static void rec_wait_gone(struct core *c, const char *rid)
 int core_recording_stop(struct core *c, const char *id, const char *ws, const char *rid,
 			const json_t *params, json_t **out, struct err *e)
 {
+	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
+		return -1;
 	bool keep = false, given;
 	struct store_recording row;
 	if (rec_keep_param(params, &keep, &given, e) < 0 || rec_get(c, id, ws, rid, &row, e) < 0)
@@ -661,6 +665,8 @@ int core_recording_stop(struct core *c, const char *id, const char *ws, const ch
 
 int core_recording_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
 {
+	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
+		return -1;
 	struct store_recording *all;
 	size_t n;
 	if (store_recordings_find(c->store, id, ws, NULL, 0, &all, &n, e) < 0)
@@ -694,6 +700,8 @@ int core_recording_list(struct core *c, const char *id, const char *ws, json_t *
 int core_recording_open(struct core *c, const char *id, const char *ws, const char *rid, int *fd,
 			uint64_t *size, struct err *e)
 {
+	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
+		return -1;
 	struct store_recording row;
 	if (rec_get(c, id, ws, rid, &row, e) < 0)
 		return -1;
@@ -721,6 +729,8 @@ int core_recording_open(struct core *c, const char *id, const char *ws, const ch
 int core_recording_actions(struct core *c, const char *id, const char *ws, const char *rid,
 			   json_t **out, struct err *e)
 {
+	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
+		return -1;
 	struct store_recording row;
 	if (rec_get(c, id, ws, rid, &row, e) < 0)
 		return -1;
@@ -765,6 +775,8 @@ int core_recording_actions(struct core *c, const char *id, const char *ws, const
 int core_recording_delete(struct core *c, const char *id, const char *ws, const char *rid,
 			  json_t **out, struct err *e)
 {
+	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
+		return -1;
 	struct store_recording row;
 	if (rec_get(c, id, ws, rid, &row, e) < 0)
 		return -1;

@@ -214,12 +214,15 @@ int core_session_disk(struct core *c, const char *ws, const char *wsdir, struct 
 {
 	if (mkdir(wsdir, 0711) < 0 && errno != EEXIST)
 		return err_set(e, ERR_INTERNAL, "cannot create %s: %s", wsdir, strerror(errno));
-	if (!c->cfg.session_quota)
+	/* A shared sessions directory (--sessions-dir) is mounted on every host
+	 * of a cluster: an ext4 image there would be mounted by two hosts at
+	 * once, which corrupts it. Its own filesystem's quota applies. */
+	if (!c->cfg.session_quota || c->cfg.sessions_dir)
 		return 0;
 	pthread_mutex_lock(&session_disk_lock);
 	int rc = 0;
 	char image[700], why[200] = "";
-	snprintf(image, sizeof image, "%s/sessions/%s.ext4", c->cfg.state_dir, ws);
+	snprintf(image, sizeof image, "%s/%s.ext4", c->sessions_root, ws);
 	if (session_is_mount(wsdir))
 		goto out;
 	struct stat st;
@@ -271,7 +274,7 @@ out:
 void core_session_disks_release(struct core *c)
 {
 	char dir[600];
-	snprintf(dir, sizeof dir, "%s/sessions", c->cfg.state_dir);
+	snprintf(dir, sizeof dir, "%s", c->sessions_root);
 	DIR *d = opendir(dir);
 	if (!d)
 		return;
@@ -292,8 +295,8 @@ void core_session_disks_release(struct core *c)
 void core_session_disk_remove(struct core *c, const char *ws)
 {
 	char dir[600], image[700];
-	snprintf(dir, sizeof dir, "%s/sessions/%s", c->cfg.state_dir, ws);
-	snprintf(image, sizeof image, "%s/sessions/%s.ext4", c->cfg.state_dir, ws);
+	snprintf(dir, sizeof dir, "%s/%s", c->sessions_root, ws);
+	snprintf(image, sizeof image, "%s/%s.ext4", c->sessions_root, ws);
 	pthread_mutex_lock(&session_disk_lock);
 	if (session_is_mount(dir) && umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
 		fprintf(stderr, "cubicled: cannot unmount %s: %s\n", dir, strerror(errno));

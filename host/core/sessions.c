@@ -53,16 +53,15 @@ static int core_session_dirfd(struct core *c, const char *ws, const char *sessio
 	if (!session || !ident_ok(session, 64))
 		return err_param(e, "session", "session: 1 to 64 of A-Z a-z 0-9 - _, not '%.70s'",
 				 session ? session : "");
-	int state = open(c->cfg.state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	int all = state < 0 ? -1 : core_subdir(state, "sessions", 0711);
+	mkdir(c->sessions_root, 0711);
+	int all = open(c->sessions_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (all >= 0) {
 		/* The workspace's session disk (its quota) mounted on
 		 * sessions/<ws>; ws is an identifier, checked above. */
 		char wsdir[600];
-		snprintf(wsdir, sizeof wsdir, "%s/sessions/%s", c->cfg.state_dir, ws);
+		snprintf(wsdir, sizeof wsdir, "%s/%s", c->sessions_root, ws);
 		if (core_session_disk(c, ws, wsdir, e) < 0) {
 			close(all);
-			close(state);
 			return -1;
 		}
 	}
@@ -72,8 +71,6 @@ static int core_session_dirfd(struct core *c, const char *ws, const char *sessio
 	static const char *const subs[] = {"input", "output", "working"};
 	for (size_t i = 0; fd >= 0 && i < 3; i++)
 		mkdirat(fd, subs[i], 0755);
-	if (state >= 0)
-		close(state);
 	if (all >= 0)
 		close(all);
 	if (wsd >= 0)
@@ -91,7 +88,7 @@ int core_session_dir_for(struct core *c, const char *ws, const char *session, ch
 	if (fd < 0)
 		return -1;
 	close(fd);
-	int n = snprintf(out, len, "%s/sessions/%s/%s", c->cfg.state_dir, ws, session);
+	int n = snprintf(out, len, "%s/%s/%s", c->sessions_root, ws, session);
 	if (n < 0 || (size_t)n >= len)
 		return err_set(e, ERR_INTERNAL, "the session directory's path is too long");
 	return 0;

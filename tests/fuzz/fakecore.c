@@ -125,6 +125,68 @@ void envd_reply_free(struct envd_reply *r)
 	memset(r, 0, sizeof *r);
 }
 
+const char *core_host_id(struct core *c)
+{
+	(void)c;
+	return "fuzz";
+}
+
+int core_hosts(struct core *c, json_t **out, struct err *e)
+{
+	(void)c;
+	*out = json_pack("{s:[]}", "hosts");
+	return *out ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
+int core_host_drain(struct core *c, const char *host, const char *mode, json_t **out, struct err *e)
+{
+	(void)c, (void)host, (void)mode, (void)out;
+	return err_set(e, ERR_CONFLICT, "not in a cluster");
+}
+
+int core_recreate(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
+{
+	(void)c, (void)id, (void)ws, (void)out;
+	return err_set(e, ERR_CONFLICT, "not lost");
+}
+
+/* One host: no cluster catalog. */
+int core_host_address(struct core *c, const char *host, char *out, size_t len)
+{
+	(void)c, (void)host, (void)out, (void)len;
+	return -1;
+}
+
+int core_stream_key(struct core *c, const char *kid, unsigned char key[32])
+{
+	(void)c, (void)kid, (void)key;
+	return -1;
+}
+
+int core_stream_key_now(struct core *c, char kid[24], unsigned char key[32])
+{
+	(void)c, (void)kid, (void)key;
+	return -1;
+}
+
+bool core_stream_revoked(struct core *c, const char *id, int64_t issued)
+{
+	(void)c, (void)id, (void)issued;
+	return false;
+}
+
+int core_boot_placed(struct core *c, const char *id, json_t **out, struct err *e)
+{
+	(void)c, (void)id, (void)out;
+	return err_set(e, ERR_NOT_FOUND, "not in a cluster");
+}
+
+bool core_holds(struct core *c, const char *id)
+{
+	(void)c, (void)id;
+	return true;
+}
+
 int core_action(struct core *c, const char *id, const char *ws, const char *action,
 		const char *body, size_t len, struct envd_reply *r, struct err *e)
 {

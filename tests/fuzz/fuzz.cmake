@@ -25,6 +25,7 @@ file(GLOB_RECURSE FUZZ_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/wire/*.h
 set(FUZZ_INC -I${CMAKE_SOURCE_DIR}/wire -I${CMAKE_SOURCE_DIR}/host/api
 	-I${CMAKE_SOURCE_DIR}/host/core -I${CMAKE_SOURCE_DIR}/host/store
 	-I${CMAKE_SOURCE_DIR}/host/drivers -I${CMAKE_SOURCE_DIR}/host/runner
+	-I${CMAKE_SOURCE_DIR}/host/cluster
 	-I${CMAKE_SOURCE_DIR}/envd -I${CMAKE_SOURCE_DIR}/envd/x11 -I${CMAKE_SOURCE_DIR}/envd/proc
 	-I${CMAKE_SOURCE_DIR}/envd/session -I${CMAKE_SOURCE_DIR}/envd/vnc
 	-I${CMAKE_SOURCE_DIR}/envd/guest
@@ -69,6 +70,8 @@ set(ENVD ${CMAKE_SOURCE_DIR}/envd)
 
 cubicle_fuzzer(rfbfilter SOURCES ${API}/rfbfilter.c)
 cubicle_fuzzer(token SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
+cubicle_fuzzer(nodeauth SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/cluster/nodeauth.c
+	LIBS jansson libcrypto)
 cubicle_fuzzer(codec SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
 cubicle_fuzzer(params SOURCES ${WIRE_SRC} LIBS jansson libcrypto)
 cubicle_fuzzer(keys SOURCES ${WIRE_SRC} ${ENVD}/x11/keys.c LIBS jansson libcrypto x11
@@ -97,7 +100,7 @@ set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/handlers-templa
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
 	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/computeruse-envd.c
 	${API}/stream.c ${API}/recordings.c ${API}/rfbfilter.c ${API}/preview.c ${STORE_SRC}
-	${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c
+	${CMAKE_SOURCE_DIR}/host/drivers/guest-net.c ${CMAKE_SOURCE_DIR}/host/cluster/nodeauth.c ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/wire/httpd.c
 	${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c ${CMAKE_SOURCE_DIR}/wire/httpd-relay.c
 	${CMAKE_SOURCE_DIR}/wire/httpreq.c)
 # api.c is included by apihost.h (its router and handlers are static). Their

@@ -38,7 +38,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(c.computer, sizeof c.computer, "%s", computer);
 	snprintf(c.workspace, sizeof c.workspace, "%s", ws);
 	snprintf(c.nonce, sizeof c.nonce, "%s", nonce);
-	c.view_only = fz_u8(&f) & 1;
+	uint8_t flags = fz_u8(&f);
+	c.view_only = flags & 1;
+	if (flags & 2) { /* a cluster's v2 token: a key id and a host */
+		char *kid = fz_str(&f, NULL), *host = fz_str(&f, NULL);
+		snprintf(c.kid, sizeof c.kid, "%s", kid);
+		snprintf(c.host, sizeof c.host, "%s", host);
+		free(kid), free(host);
+	}
 	c.issued = (int64_t)fz_u32(&f) << 8;
 	c.expires = (int64_t)(int32_t)fz_u32(&f);
 	char t[TOKEN_MAX];
@@ -49,6 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(strcmp(got.computer, c.computer) == 0);
 		CHECK(strcmp(got.workspace, c.workspace) == 0);
 		CHECK(strcmp(got.nonce, c.nonce) == 0);
+		/* v1 (no key id) carries no host. */
+		CHECK(strcmp(got.kid, c.kid) == 0 && strcmp(got.host, c.kid[0] ? c.host : "") == 0);
 		CHECK(got.view_only == c.view_only && got.issued == c.issued &&
 		      got.expires == c.expires);
 		if (strcmp(c.computer, "another-computer-x") != 0)

@@ -3,7 +3,10 @@
  * preamble goes first, a listener that never accepts holds nothing (the
  * connect is non-blocking: past its backlog the upgrade is 503 at once, and
  * a tunnel it took closes with 4504 when the socket stays silent), and
- * plain requests keep being answered meanwhile.
+ * plain requests keep being answered meanwhile. And a relay: a second
+ * server whose tunnels go to the first one's WebSocket (how a node of a
+ * cluster hands a stream on), with its header, both directions, and the
+ * first one's refusal arriving as close code 4403.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,9 +27,10 @@
 #include "httpd.h"
 
 static char sock_path[108];
-static struct httpd *H;
-static pthread_t loop;
-static int port;
+static struct httpd *H, *R;
+static pthread_t loop, rloop;
+static int port, rport;
+static char seen_node[128];
 
 static void handler_ok(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 {
@@ -47,12 +51,26 @@ static int router(void *ctx, struct httpd_request *req, struct httpd_route *rout
 static int tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t, struct err *e)
 {
 	(void)ctx;
-	(void)req;
-	(void)e;
+	snprintf(seen_node, sizeof seen_node, "%s", req->extra[0]);
+	if (strcmp(req->path, "/refuse") == 0)
+		return err_set(e, ERR_FORBIDDEN, "refused");
 	snprintf(t->unix_path, sizeof t->unix_path, "%s", sock_path);
 	snprintf(t->tag, sizeof t->tag, "t");
 	snprintf(t->preamble, sizeof t->preamble, "hello line\n");
 	t->answer_seconds = 1;
+	return 0;
+}
+
+/* The relay's router: every stream goes to H's WebSocket at the same path. */
+static int relay_tunnel(void *ctx, struct httpd_request *req, struct httpd_tunnel *t, struct err *e)
+{
+	(void)ctx;
+	(void)e;
+	snprintf(t->relay_host, sizeof t->relay_host, "127.0.0.1");
+	t->relay_port = port;
+	snprintf(t->relay_path, sizeof t->relay_path, "%.500s", req->path);
+	snprintf(t->relay_header, sizeof t->relay_header, "X-Cubicle-Node: n1.proof");
+	snprintf(t->tag, sizeof t->tag, "r");
 	return 0;
 }
 
@@ -66,13 +84,25 @@ static int setup(void **state)
 {
 	(void)state;
 	snprintf(sock_path, sizeof sock_path, "/tmp/cubicle-tunnel-test-%d.sock", (int)getpid());
-	struct httpd_opts o = {
-	    .listen = "tcp:127.0.0.1:0", .router = router, .tunnel = tunnel, .log_prefix = "test"};
+	static const char *const extra[] = {"x-cubicle-node", NULL};
+	struct httpd_opts o = {.listen = "tcp:127.0.0.1:0",
+			       .router = router,
+			       .tunnel = tunnel,
+			       .log_prefix = "test",
+			       .extra_headers = extra};
 	struct err e = {0};
 	H = httpd_create(&o, &e);
 	assert_non_null(H);
 	port = atoi(strrchr(httpd_address(H), ':') + 1);
 	assert_int_equal(pthread_create(&loop, NULL, loop_main, H), 0);
+	struct httpd_opts ro = {.listen = "tcp:127.0.0.1:0",
+				.router = router,
+				.tunnel = relay_tunnel,
+				.log_prefix = "relay"};
+	R = httpd_create(&ro, &e);
+	assert_non_null(R);
+	rport = atoi(strrchr(httpd_address(R), ':') + 1);
+	assert_int_equal(pthread_create(&rloop, NULL, loop_main, R), 0);
 	return 0;
 }
 
@@ -82,17 +112,25 @@ static int teardown(void **state)
 	httpd_stop(H);
 	pthread_join(loop, NULL);
 	httpd_destroy(H);
+	httpd_stop(R);
+	pthread_join(rloop, NULL);
+	httpd_destroy(R);
 	unlink(sock_path);
 	return 0;
 }
 
-static int tcp_connect(void)
+static int tcp_connect_to(int p)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
 	return fd;
+}
+
+static int tcp_connect(void)
+{
+	return tcp_connect_to(port);
 }
 
 /* Reads until n bytes or `until` appears or 20 s pass; returns the count. */
@@ -115,13 +153,17 @@ static size_t read_some(int fd, char *buf, size_t n, const char *until)
 	return have;
 }
 
-/* Sends an upgrade and returns the answer's status (the fd stays open). */
-static int upgrade(int *fd_out)
+/* Sends an upgrade of path to port p and returns the answer's status (the
+ * fd stays open). */
+static int upgrade_to(int p, const char *path, int *fd_out)
 {
-	int fd = tcp_connect();
-	const char *req = "GET /t HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-			  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-			  "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: binary\r\n\r\n";
+	int fd = tcp_connect_to(p);
+	char req[512];
+	snprintf(req, sizeof req,
+		 "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+		 "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+		 "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: binary\r\n\r\n",
+		 path);
 	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	char buf[2048];
 	read_some(fd, buf, sizeof buf, "\r\n\r\n");
@@ -129,6 +171,11 @@ static int upgrade(int *fd_out)
 	sscanf(buf, "HTTP/1.%*d %d", &status);
 	*fd_out = fd;
 	return status;
+}
+
+static int upgrade(int *fd_out)
+{
+	return upgrade_to(port, "/t", fd_out);
 }
 
 static int plain_get(void)
@@ -210,11 +257,54 @@ static void test_silent_listener_blocks_nothing(void **state)
 	close(l);
 }
 
+/* Through the relay: R's client → H's tunnel → the socket and back, H sees
+ * R's header; H's refusal (after R accepted) closes R's client with 4403. */
+static void test_relay(void **state)
+{
+	(void)state;
+	int l = listen_unix(4);
+	int ws;
+	assert_int_equal(upgrade_to(rport, "/t", &ws), 101);
+	const unsigned char frame[] = {0x82, 0x82, 1, 2, 3, 4, 'A' ^ 1, 'B' ^ 2};
+	assert_int_equal(write(ws, frame, sizeof frame), (ssize_t)sizeof frame);
+	int s = accept(l, NULL, NULL);
+	assert_true(s >= 0);
+	char buf[64];
+	read_some(s, buf, sizeof buf, "AB");
+	assert_string_equal(buf, "hello line\nAB");
+	assert_string_equal(seen_node, "n1.proof");
+	assert_int_equal(httpd_tunnels_tagged(R, "r"), 1);
+	assert_int_equal(write(s, "XYZ", 3), 3);
+	unsigned char got[64];
+	size_t n = read_some(ws, (char *)got, sizeof got, "XYZ");
+	assert_true(n >= 5);
+	assert_int_equal(got[0], 0x82);
+	assert_int_equal(got[1], 3);
+	assert_memory_equal(got + 2, "XYZ", 3);
+	/* The socket goes: so do both WebSockets. */
+	close(s);
+	n = read_some(ws, (char *)got, sizeof got, NULL);
+	close(ws);
+	int64_t until = 0;
+	while (httpd_tunnels_tagged(R, "r") > 0 && until++ < 200)
+		usleep(10000);
+	assert_int_equal(httpd_tunnels_tagged(R, "r"), 0);
+
+	assert_int_equal(upgrade_to(rport, "/refuse", &ws), 101);
+	n = read_some(ws, (char *)got, sizeof got, NULL);
+	assert_true(n >= 4);
+	assert_int_equal(got[0], 0x88);
+	assert_int_equal((got[2] << 8) | got[3], 4403);
+	close(ws);
+	close(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_preamble_comes_first),
 	    cmocka_unit_test(test_silent_listener_blocks_nothing),
+	    cmocka_unit_test(test_relay),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

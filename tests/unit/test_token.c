@@ -101,11 +101,85 @@ static void test_scopes(void **state)
 	assert_int_equal(token_mint(key, &c, t, &e), -1);
 }
 
+/* A cluster's key ring: k1 and k2 known, anything else not. */
+static const unsigned char key2[TOKEN_KEY_BYTES] = "another key, for the kid k2....";
+static int ring(void *ctx, const char *kid, unsigned char out[TOKEN_KEY_BYTES])
+{
+	(void)ctx;
+	if (strcmp(kid, "k1") == 0)
+		memcpy(out, key, TOKEN_KEY_BYTES);
+	else if (strcmp(kid, "k2") == 0)
+		memcpy(out, key2, TOKEN_KEY_BYTES);
+	else
+		return -1;
+	return 0;
+}
+
+static void test_v2_key_ids(void **state)
+{
+	(void)state;
+	struct token_claims c = {.issued = 5, .expires = 1000}, got;
+	snprintf(c.computer, sizeof c.computer, "c-abc");
+	snprintf(c.workspace, sizeof c.workspace, "ws-1234");
+	snprintf(c.nonce, sizeof c.nonce, "00aa11bb22cc33dd");
+	snprintf(c.kid, sizeof c.kid, "k2");
+	snprintf(c.host, sizeof c.host, "host-7");
+	char t[TOKEN_MAX];
+	struct err e = {0};
+	assert_int_equal(token_mint(key2, &c, t, &e), 0);
+	assert_int_equal(strncmp(t, "v2.k2.host-7.c-abc.ws-1234.control.5.1000.", 42), 0);
+	assert_int_equal(
+	    token_verify_ring(ring, NULL, t, "c-abc", TOKEN_SCOPE_STREAM, 999, &got, &e), 0);
+	assert_string_equal(got.kid, "k2");
+	assert_string_equal(got.host, "host-7");
+	assert_string_equal(got.workspace, "ws-1234");
+	assert_int_equal(got.issued, 5);
+	/* Relabelled to another known key, to an unknown one, or the host
+	 * hint changed: all refused as forged. */
+	char forged[TOKEN_MAX];
+	snprintf(forged, sizeof forged, "%s", t);
+	forged[4] = '1';
+	assert_int_equal(
+	    token_verify_ring(ring, NULL, forged, "c-abc", TOKEN_SCOPE_STREAM, 999, &got, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+	forged[4] = '9';
+	assert_int_equal(
+	    token_verify_ring(ring, NULL, forged, "c-abc", TOKEN_SCOPE_STREAM, 999, &got, &e), -1);
+	assert_int_equal(e.code, ERR_UNAUTHORIZED);
+	snprintf(forged, sizeof forged, "%s", t);
+	forged[11] = '8';
+	assert_int_equal(
+	    token_verify_ring(ring, NULL, forged, "c-abc", TOKEN_SCOPE_STREAM, 999, &got, &e), -1);
+	/* A v1 token asks the ring for "" (no such key here). */
+	mint(t, "c-abc", false, 1000);
+	assert_int_equal(
+	    token_verify_ring(ring, NULL, t, "c-abc", TOKEN_SCOPE_STREAM, 999, &got, &e), -1);
+	/* A v2 token carries a scope like v1: a preview's opens no stream. */
+	snprintf(c.scope, sizeof c.scope, "p3000");
+	assert_int_equal(token_mint(key2, &c, t, &e), 0);
+	assert_int_equal(token_verify_ring(ring, NULL, t, "c-abc", "p3000", 999, &got, &e), 0);
+	assert_string_equal(got.host, "host-7");
+	assert_int_equal(
+	    token_verify_ring(ring, NULL, t, "c-abc", TOKEN_SCOPE_STREAM, 999, &got, &e), -1);
+	assert_int_equal(e.code, ERR_FORBIDDEN);
+	c.scope[0] = 0;
+	/* Ids that are not ids are not minted. */
+	snprintf(c.host, sizeof c.host, "a.b");
+	assert_int_equal(token_mint(key2, &c, t, &e), -1);
+	const char *bad[] = {"v2", "v2.", "v2..h.c.w.view.1.2.n.m", "v2.k2", "v2.k2.........",
+			     NULL};
+	for (int i = 0; bad[i]; i++)
+		assert_int_equal(token_verify_ring(ring, NULL, bad[i], "c-abc", TOKEN_SCOPE_STREAM,
+						   10, &got, &e),
+				 -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_round_trip),
 	    cmocka_unit_test(test_expired_forged_wrong_computer),
+	    cmocka_unit_test(test_v2_key_ids),
 	    cmocka_unit_test(test_scopes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
