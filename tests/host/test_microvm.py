@@ -284,19 +284,36 @@ class Sandbox(unittest.TestCase):
             self.assertEqual(bash(cid, "date -u +%Y")["stdout"], "2021\n")
 
         with self.subTest("stop saves a snapshot; start restores files and processes"):
-            bash(cid, "echo kept > /home/user/note; "
-                 "setsid sleep 4242 </dev/null >/dev/null 2>&1 & echo $! > /tmp/sleep.pid")
-            before = bash(cid, "cat /tmp/sleep.pid")["stdout"].strip()
-            s = srv.ok("POST", "/v1/computers/%s/stop" % cid, key=key)
-            self.assertEqual(s["state"], "stopped")
-            self.assertEqual(qemu_pids(cid), [])
-            self.assertTrue(os.path.exists(os.path.join(vm_dir(cid), "snapshot")))
-            s = srv.ok("POST", "/v1/computers/%s/start" % cid, key=key)
-            self.assertEqual(s["state"], "running")
-            out = bash(cid, "cat /home/user/note; pgrep -x sleep; cat /tmp/sleep.pid")
-            vm_lines = [ln for ln in srv.read_log().splitlines() if cid in ln and " vm: " in ln]
-            self.assertEqual(out["stdout"].split(), ["kept", before, before], (out, vm_lines[-6:]))
-            self.assertIn("restored from its snapshot", srv.read_log())
+            # The egress policy includes the host's own addresses (denied to
+            # the guest), so a test beside this one that adds a veth address
+            # changes it between stop and start: then the start boots cold
+            # (a restored guest would keep the old policy), with the files
+            # kept, and the round is tried again.
+            for attempt in range(3):
+                bash(cid, "echo kept%d > /home/user/note; "
+                     "setsid sleep 4242 </dev/null >/dev/null 2>&1 & echo $! > /tmp/sleep.pid"
+                     % attempt)
+                before = bash(cid, "cat /tmp/sleep.pid")["stdout"].strip()
+                log_at = os.path.getsize(srv.log_path)
+                s = srv.ok("POST", "/v1/computers/%s/stop" % cid, key=key)
+                self.assertEqual(s["state"], "stopped")
+                self.assertEqual(qemu_pids(cid), [])
+                self.assertTrue(os.path.exists(os.path.join(vm_dir(cid), "snapshot")))
+                s = srv.ok("POST", "/v1/computers/%s/start" % cid, key=key)
+                self.assertEqual(s["state"], "running")
+                out = bash(cid, "cat /home/user/note; pgrep -x sleep; cat /tmp/sleep.pid")
+                with open(srv.log_path, "rb") as f:
+                    f.seek(log_at)
+                    log = f.read().decode(errors="replace")
+                vm_lines = [ln for ln in log.splitlines() if cid in ln and " vm: " in ln]
+                if "cold: the egress policy changed" in log and attempt < 2:
+                    # Synced before stop: the file is there after a cold boot.
+                    self.assertEqual(out["stdout"].split()[:1], ["kept%d" % attempt], out)
+                    continue
+                self.assertEqual(out["stdout"].split(), ["kept%d" % attempt, before, before],
+                                 (out, vm_lines[-6:]))
+                self.assertIn("restored from its snapshot", log)
+                break
             # The restore set the clock (set back to 2021 above) to the host's.
             self.assertLess(abs(int(bash(cid, "date +%s")["stdout"]) - time.time()), 60)
             self.assertFalse(os.path.exists(os.path.join(vm_dir(cid), "snapshot")))
@@ -306,7 +323,7 @@ class Sandbox(unittest.TestCase):
             srv.kill9()
             srv.restart()
             self.assertEqual(qemu_pids(cid), pids)
-            self.assertEqual(bash(cid, "cat /home/user/note")["stdout"], "kept\n")
+            self.assertRegex(bash(cid, "cat /home/user/note")["stdout"], r"^kept[0-2]\n$")
             self.assertIn("adopted " + cid, srv.read_log())
 
         with self.subTest("QEMU killed from outside: error with a reason"):
