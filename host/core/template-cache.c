@@ -12,6 +12,9 @@
  *   <cache>/.tpl-build-<16>-XXXXXX/  a build in progress (its computer,
  *                            computer.json, the layer or image being made);
  *                            renamed into place only when complete
+ *   <cache>/.tpl-trash-XXXXXX/  an entry being removed: renamed here first,
+ *                            so a removal cut short never leaves half an
+ *                            entry; what is left is swept at the next start
  *
  * A layer's key hashes the base image's package tree (its manifest's
  * "base": a new envd alone does not change it), the canonical recipe and
@@ -77,6 +80,31 @@ static void tpl_rm_tree(const char *dir)
 {
 	if (drv_rm_contents(dir) == 0)
 		rmdir(dir);
+}
+
+/*
+ * Removes the cache's entry (or build directory) at path atomically: it is
+ * first renamed over a fresh empty <cache>/.tpl-trash-XXXXXX, then that is
+ * removed. A process killed while removing leaves only trash (swept at the
+ * next start), never half an entry whose manifest.json still says it is
+ * there. Falls back to removing in place if the rename cannot be made.
+ */
+static void tpl_rm_entry(const struct core_templates *t, const char *path)
+{
+	char trash[TPL_DIR_MAX + 32];
+	if (tpl_path(t, ".tpl-trash-XXXXXX", trash, sizeof trash, NULL) == 0 && mkdtemp(trash)) {
+		if (rename(path, trash) == 0) {
+			tpl_rm_tree(trash);
+			return;
+		}
+		int saved = errno;
+		rmdir(trash);
+		if (saved == ENOENT)
+			return;
+		fprintf(stderr, "cubicled: templates: cannot move %s to the trash (%s)\n", path,
+			strerror(saved));
+	}
+	tpl_rm_tree(path);
 }
 
 /* The "hash" and "base" of a base image's manifest that is not quite JSON
@@ -185,7 +213,8 @@ static int tpl_workdir(struct core_templates *t, const char *key, char out[TPL_D
 
 /* Build directories of key (or of every key: key NULL) whose key's lock
  * is free, that is whose build was killed: computers destroyed, removed.
- * held: the caller holds that key's lock already. */
+ * held: the caller holds that key's lock already. With every key, also the
+ * trash of removals cut short (tpl_rm_entry), that no one renames again. */
 static void tpl_sweep(struct core_templates *t, const char *key, bool held)
 {
 	DIR *d = opendir(t->cache);
@@ -195,6 +224,17 @@ static void tpl_sweep(struct core_templates *t, const char *key, bool held)
 	char prefix[40];
 	snprintf(prefix, sizeof prefix, ".tpl-build-%.16s-", key ? key : "");
 	while ((de = readdir(d))) {
+		if (!key && strncmp(de->d_name, ".tpl-trash-", strlen(".tpl-trash-")) == 0 &&
+		    strlen(de->d_name) == strlen(".tpl-trash-") + 6) {
+			char trash[TPL_DIR_MAX + 300];
+			snprintf(trash, sizeof trash, "%s/%s", t->cache, de->d_name);
+			fprintf(stderr,
+				"cubicled: templates: removing %s, left by a removal cut "
+				"short\n",
+				trash);
+			tpl_rm_tree(trash);
+			continue;
+		}
 		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
 		    strlen(de->d_name) != strlen(".tpl-build-") + 16 + 7)
 			continue;
@@ -215,7 +255,7 @@ static void tpl_sweep(struct core_templates *t, const char *key, bool held)
 		fprintf(stderr,
 			"cubicled: templates: removing %s, left by a build that was killed\n", dir);
 		tpl_build_cleanup(dir);
-		tpl_rm_tree(dir);
+		tpl_rm_entry(t, dir);
 		if (fd >= 0)
 			close(fd);
 	}
@@ -327,7 +367,7 @@ static int tpl_layer(struct tpl_job *j, const char *entry, struct err *e)
 			rc = err_set(e, ERR_UNAVAILABLE, "template cache: cannot rename %s: %s",
 				     dir, strerror(errno));
 	}
-	tpl_rm_tree(work);
+	tpl_rm_entry(t, work);
 	close(lock);
 	return rc;
 }
@@ -622,7 +662,7 @@ static int tpl_image(struct tpl_job *j, const char *layer_entry, const char *ent
 	if (rc == 0 && rename(dir, final) < 0)
 		rc = err_set(e, ERR_UNAVAILABLE, "template cache: cannot rename %s: %s", dir,
 			     strerror(errno));
-	tpl_rm_tree(work);
+	tpl_rm_entry(t, work);
 	close(lock);
 	return rc;
 }
@@ -710,6 +750,15 @@ static bool tpl_entry_referenced(struct core_templates *t, const char *name)
 	return used;
 }
 
+/* Whether cubicled is stopping: a prune stops between entries. */
+static bool tpl_closing(struct core_templates *t)
+{
+	pthread_mutex_lock(&t->lock);
+	bool closing = t->closing;
+	pthread_mutex_unlock(&t->lock);
+	return closing;
+}
+
 static void tpl_prune_kind(struct core_templates *t, const char *prefix, const char *keep)
 {
 	DIR *d = opendir(t->cache);
@@ -750,7 +799,7 @@ static void tpl_prune_kind(struct core_templates *t, const char *prefix, const c
 	closedir(d);
 	qsort(list, n, sizeof *list, tpl_entry_newer);
 	int kept = 0;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !tpl_closing(t); i++) {
 		char path[TPL_DIR_MAX + 100];
 		snprintf(path, sizeof path, "%s/%s", t->cache, list[i].name);
 		if ((keep && strcmp(list[i].name, keep) == 0) || tpl_entry_in_use(path) ||
@@ -769,7 +818,7 @@ static void tpl_prune_kind(struct core_templates *t, const char *prefix, const c
 			continue;
 		fprintf(stderr, "cubicled: templates: pruning %s (%s)\n", path,
 			superseded ? "a built-in template's older build" : "unused");
-		tpl_rm_tree(path);
+		tpl_rm_entry(t, path);
 	}
 	free(list);
 }

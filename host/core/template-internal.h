@@ -65,9 +65,10 @@ struct core_templates {
 	char cache[TPL_DIR_MAX];  /* layers and images: the base images' cache by default */
 	char images[TPL_DIR_MAX]; /* <images>/<base> are the base images */
 	pthread_mutex_t lock;	  /* jobs and states */
-	pthread_cond_t idle;	  /* broadcast when a job ends */
+	pthread_cond_t idle;	  /* broadcast when a job or a prune ends */
 	struct tpl_job *jobs;
 	struct tpl_state *states;
+	int pruning; /* jobs out of the list still pruning the cache: closing waits */
 	bool closing;
 };
 
@@ -149,7 +150,8 @@ int tpl_image_disk(struct core_templates *t, const char *entry, struct err *e);
  * uses, and job j's, which was just built or hit). */
 void tpl_cache_prune(struct core_templates *t, const struct tpl_job *j);
 /* Build directories of builds killed outright (their key's lock is free):
- * their computers destroyed, their files removed. */
+ * their computers destroyed, their files removed; and the .tpl-trash-*
+ * of removals cut short. */
 void tpl_cache_sweep(struct core_templates *t);
 /* The base image's identity: its manifest's "base" (the package tree, which
  * a new envd does not change) for the layer key, and its "hash" for the

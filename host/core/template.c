@@ -253,8 +253,14 @@ static void *tpl_job_main(void *arg)
 			(double)j->layer_bytes / 1048576.0);
 	else
 		tpl_log(j, "failed: %s", j->err.message);
+	/* The prune is counted before the job leaves the list, so closing
+	 * waits for it: a process that exits mid-removal leaves half an
+	 * entry (the safety net: tpl_cache_prune removes through a rename). */
 	pthread_mutex_lock(&t->lock);
 	bool closing = t->closing;
+	bool prune = j->rc == 0 && !closing;
+	if (prune)
+		t->pruning++;
 	for (struct tpl_job **pp = &t->jobs; *pp; pp = &(*pp)->next)
 		if (*pp == j) {
 			*pp = j->next;
@@ -266,9 +272,11 @@ static void *tpl_job_main(void *arg)
 	if (!(closing && j->rc < 0))
 		for (size_t i = 0; i < j->nrows; i++)
 			tpl_row_finish(t, j, j->rows[i]);
-	if (j->rc == 0)
+	if (prune)
 		tpl_cache_prune(t, j);
 	pthread_mutex_lock(&t->lock);
+	if (prune)
+		t->pruning--;
 	pthread_cond_broadcast(&t->idle);
 	pthread_mutex_unlock(&t->lock);
 	tpl_job_free(j);
@@ -960,10 +968,10 @@ void core_templates_close(struct core *c)
 	struct timespec until = clock_deadline(CLOCK_REALTIME, TPL_CLOSE_WAIT_S * 1000);
 	pthread_mutex_lock(&t->lock);
 	t->closing = true;
-	while (t->jobs)
+	while (t->jobs || t->pruning)
 		if (pthread_cond_timedwait(&t->idle, &t->lock, &until) == ETIMEDOUT)
 			break;
-	bool left = t->jobs != NULL;
+	bool left = t->jobs != NULL || t->pruning;
 	pthread_mutex_unlock(&t->lock);
 	if (left)
 		fprintf(stderr, "cubicled: templates: builds still stopping after %d s\n",
@@ -976,10 +984,10 @@ void core_templates_free(struct core *c)
 	if (!t)
 		return;
 	pthread_mutex_lock(&t->lock);
-	bool left = t->jobs != NULL;
+	bool left = t->jobs != NULL || t->pruning;
 	pthread_mutex_unlock(&t->lock);
 	if (left)
-		return; /* builds still use t: the process is exiting anyway */
+		return; /* builds or prunes still use t: the process is exiting anyway */
 	while (t->states) {
 		struct tpl_state *s = t->states;
 		t->states = s->next;

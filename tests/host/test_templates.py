@@ -12,11 +12,13 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
+import tempfile
 import time
 import unittest
 
-from cubicled import Cubicled, wait_until
+from cubicled import Cubicled, unmount_sessions, wait_until
 import pkgrepo
 
 JQ = {"apt": ["jq"],
@@ -384,6 +386,55 @@ class Limits(unittest.TestCase):
         self.assertIn("slept", d.ok("GET", "/v1/templates/again/log", key=k)["log"])
         self.assertEqual(build_leftovers(log), [])
         d.ok("DELETE", "/v1/templates/again", key=k)
+
+
+class Pruning(unittest.TestCase):
+    """A cache of its own that keeps no unused entry: a stop right after a
+    build (whose prune removes the entry before it) waits for the prune, and
+    a removal is a rename into .tpl-trash-* first, so the cache never holds
+    half an entry (one whose manifest.json says it is there, its rootfs
+    gone: a hit that starts no computer); trash is swept at the next start."""
+
+    def test_stop_mid_prune_leaves_whole_entries(self):
+        cache = tempfile.mkdtemp(prefix="cubicle-templates-cache-")
+        state = tempfile.mkdtemp(prefix="cubicle-templates-state-")
+        d = Cubicled(["--template-cache", cache, "--template-cache-keep", "0"],
+                     state_dir=state).start()
+        try:
+            _, k = d.workspace("prune")
+            tag = os.urandom(6).hex()
+            d.ok("POST", "/v1/templates", {"name": "one", "run": ["echo one " + tag]},
+                 key=k, status=202)
+            one = d.ok("GET", "/v1/templates/one?wait=ready&timeout_s=600", key=k,
+                       timeout=630)
+            self.assertEqual(one["state"], "ready", one)
+            d.ok("DELETE", "/v1/templates/one", key=k)
+            d.ok("POST", "/v1/templates", {"name": "two", "run": ["echo two " + tag]},
+                 key=k, status=202)
+            two = d.ok("GET", "/v1/templates/two?wait=ready&timeout_s=600", key=k,
+                       timeout=630)
+            self.assertEqual(two["state"], "ready", two)
+            # At once: one's image is being pruned now.
+            d.stop(clean=False)
+            images = glob.glob(os.path.join(cache, "tpl-image-*"))
+            self.assertTrue(images)
+            for e in images:
+                if os.path.exists(os.path.join(e, "manifest.json")):
+                    for part in ("rootfs/proc", "rootfs/etc/os-release", "rootfs/usr/bin",
+                                 "vmlinuz"):
+                        self.assertTrue(os.path.lexists(os.path.join(e, part)),
+                                        "%s has a manifest but no %s" % (e, part))
+            # Trash left by a removal cut short goes at the next start.
+            trash = os.path.join(cache, ".tpl-trash-abc123")
+            os.makedirs(os.path.join(trash, "rootfs", "etc"))
+            d.restart()
+            self.assertFalse(os.path.exists(trash))
+            self.assertEqual(glob.glob(os.path.join(cache, ".tpl-trash-*")), [])
+        finally:
+            d.stop(clean=False)
+            unmount_sessions(state)
+            shutil.rmtree(state, ignore_errors=True)
+            shutil.rmtree(cache, ignore_errors=True)
 
 
 class Indexes(unittest.TestCase):
