@@ -74,6 +74,23 @@ bool tpl_cache_has(const struct core_templates *t, const char *entry)
 	return true;
 }
 
+uint64_t tpl_layer_bytes(const struct core_templates *t, const char *image, const char *layer)
+{
+	/* The image's manifest says (images made before it did: the layer's,
+	 * which may have been pruned since: an image needs no layer). */
+	char path[TPL_DIR_MAX + 128];
+	json_int_t bytes = -1;
+	for (int i = image ? 0 : 1; i < 2 && bytes < 0; i++) {
+		snprintf(path, sizeof path, "%s/%s/manifest.json", t->cache, i ? layer : image);
+		json_t *m = json_load_file(path, 0, NULL);
+		json_t *v = json_object_get(m, i ? "bytes" : "layer_bytes");
+		if (json_is_integer(v))
+			bytes = json_integer_value(v);
+		json_decref(m);
+	}
+	return bytes > 0 ? (uint64_t)bytes : 0;
+}
+
 /* Removes dir and everything in it (never following a symlink or crossing a
  * mount); fine when it is gone. */
 static void tpl_rm_tree(const char *dir)
@@ -540,14 +557,17 @@ static int tpl_image_assemble(struct tpl_job *j, const char *layer_entry, const 
 	snprintf(base_name, sizeof base_name, "%s", slash ? slash + 1 : j->base_image);
 	char entry[TPL_ENTRY];
 	tpl_entry_name("image", j->image_key, entry);
+	/* The layer's size, kept here: a layer may be pruned before its image. */
+	json_int_t layer_bytes = (json_int_t)tpl_layer_bytes(j->t, NULL, layer_entry);
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
 	return tpl_write_json(
 	    path,
-	    json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:s, s:I, s:I, s:f, s:s}", "name", entry,
-		      "kind", "template-image", "hash", j->image_key, "template", j->recipe.name,
-		      "builtin", j->recipe.builtin ? j->recipe.name : NULL, "layer", layer_entry,
-		      "base_image", base_name, "rootfs_bytes", (json_int_t)tpl_tree_bytes,
-		      "rootfs_entries", (json_int_t)tpl_tree_files, "build_seconds",
+	    json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:I, s:s, s:I, s:I, s:f, s:s}", "name",
+		      entry, "kind", "template-image", "hash", j->image_key, "template",
+		      j->recipe.name, "builtin", j->recipe.builtin ? j->recipe.name : NULL, "layer",
+		      layer_entry, "layer_bytes", layer_bytes, "base_image", base_name,
+		      "rootfs_bytes", (json_int_t)tpl_tree_bytes, "rootfs_entries",
+		      (json_int_t)tpl_tree_files, "build_seconds",
 		      (double)(clock_wall_ms() - t0) / 1000.0, "built_at", when),
 	    e);
 }
@@ -669,18 +689,14 @@ static int tpl_image(struct tpl_job *j, const char *layer_entry, const char *ent
 
 int tpl_cache_build(struct tpl_job *j, struct err *e)
 {
-	char layer[TPL_ENTRY], image[TPL_ENTRY], path[TPL_DIR_MAX + 128];
+	char layer[TPL_ENTRY], image[TPL_ENTRY];
 	tpl_entry_name("layer", j->layer_key, layer);
 	tpl_entry_name("image", j->image_key, image);
 	int64_t t0 = clock_wall_ms();
 	bool hit = tpl_cache_has(j->t, image);
 	if (!hit && (tpl_layer(j, layer, e) < 0 || tpl_image(j, layer, image, e) < 0))
 		return -1;
-	/* What the layer adds: its manifest says. */
-	snprintf(path, sizeof path, "%s/%s/manifest.json", j->t->cache, layer);
-	json_t *m = json_load_file(path, 0, NULL);
-	j->layer_bytes = (uint64_t)json_integer_value(json_object_get(m, "bytes"));
-	json_decref(m);
+	j->layer_bytes = tpl_layer_bytes(j->t, image, layer); /* what the layer adds */
 	snprintf(j->image_entry, sizeof j->image_entry, "%s", image);
 	j->build_ms = hit ? 0 : clock_wall_ms() - t0;
 	if (hit)

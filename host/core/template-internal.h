@@ -143,6 +143,10 @@ bool tpl_cache_has(const struct core_templates *t, const char *entry);
  * j->image_entry, j->layer_bytes, j->build_ms; -1 with e.
  */
 int tpl_cache_build(struct tpl_job *j, struct err *e);
+/* What the layer of image entry `image` adds, in bytes: the image's
+ * manifest's layer_bytes (image NULL: not asked), else layer entry `layer`'s manifest's (0 when
+ * neither says: an image made before layer_bytes whose layer was pruned). */
+uint64_t tpl_layer_bytes(const struct core_templates *t, const char *image, const char *layer);
 /* Makes image entry's disk.ext4 (a microVM's /dev/vda) if it has none. */
 int tpl_image_disk(struct core_templates *t, const char *entry, struct err *e);
 /* Removes unused layers and images past --template-cache-keep (the newest

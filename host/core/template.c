@@ -365,15 +365,12 @@ static int tpl_job_prepare(struct core_templates *t, struct tpl_recipe *r, const
  * row's result as a finished build would. */
 static bool tpl_hit(struct core_templates *t, const struct tpl_job *p, struct store_template *row)
 {
-	char image[TPL_ENTRY], layer[TPL_ENTRY], path[PATH_MAX + 64];
+	char image[TPL_ENTRY], layer[TPL_ENTRY];
 	tpl_entry_name("image", p->image_key, image);
 	tpl_entry_name("layer", p->layer_key, layer);
 	if (!tpl_cache_has(t, image))
 		return false;
-	snprintf(path, sizeof path, "%s/%s/manifest.json", t->cache, layer);
-	json_t *m = json_load_file(path, 0, NULL);
-	row->size_bytes = (int64_t)json_integer_value(json_object_get(m, "bytes"));
-	json_decref(m);
+	row->size_bytes = (int64_t)tpl_layer_bytes(t, image, layer);
 	row->state = TEMPLATE_READY;
 	row->build_ms = 0;
 	snprintf(row->image, sizeof row->image, "%s", image);

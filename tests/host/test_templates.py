@@ -128,7 +128,10 @@ class Build(unittest.TestCase):
         # Whole, in order: read again from 0 it is the same text.
         again = srv.ok("GET", "/v1/templates/jq/log?offset=0", key=key)["log"]
         self.assertEqual(log, again)
-        if t["state"] == "building":
+        if t["state"] == "building" and re.search(r"layer tpl-layer-\w+ is in the cache", log):
+            # The layer's, only the image made again (pruned, or a new envd).
+            self.assertIn("the base tree hard-linked, the layer applied", log)
+        elif t["state"] == "building":
             self.assertIn("step", log)
             self.assertIn("Setting up jq", log)
         else:
@@ -414,6 +417,10 @@ class Pruning(unittest.TestCase):
             two = d.ok("GET", "/v1/templates/two?wait=ready&timeout_s=600", key=k,
                        timeout=630)
             self.assertEqual(two["state"], "ready", two)
+            # Its image keeps its layer's size (a layer may be pruned first).
+            for e in glob.glob(os.path.join(cache, "tpl-image-*", "manifest.json")):
+                with open(e) as f:
+                    self.assertIn("layer_bytes", json.load(f))
             # At once: one's image is being pruned now.
             d.stop(clean=False)
             images = glob.glob(os.path.join(cache, "tpl-image-*"))
