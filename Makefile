@@ -40,10 +40,16 @@ test: format-check
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 
-# Guest images into build/images/<name>/ (cached by content hash; see rootfs/).
+# Guest images into build/images/<name>/ (cached by content hash; see rootfs/),
+# then the built-in templates over them (rootfs/templates/, docs/templates.md):
+# their pinned npm packages installed here, the templates built by cubicled
+# in the same cache (a hit when nothing changed).
 images: build
 	rootfs/build-image desktop $(BUILD)
 	rootfs/build-image sandbox $(BUILD)
+	@[ rootfs/templates/data/node_modules/.package-lock.json -nt rootfs/templates/data/package-lock.json ] || \
+		(cd rootfs/templates/data && npm ci --no-audit --no-fund --silent)
+	$(BUILD)/bin/cubicled --build-templates --images $(BUILD)/images --templates rootfs/templates
 
 # cubicled with a warm desktop, and how to use it (host/run-dev).
 run: build images

@@ -122,6 +122,17 @@ static void main_usage(FILE *to)
 	      "                            CGNAT...: host/README.md); never the host's own\n"
 	      "  --egress-deny CIDR,...    IPv4 prefixes guests may not reach, besides the\n"
 	      "                            defaults (beats any allow)\n"
+	      "  --templates DIR           the built-in templates' recipes (default: ../templates\n"
+	      "                            beside the binary, i.e. rootfs/templates)\n"
+	      "  --template-cache DIR      where template layers and images go (default: the\n"
+	      "                            base images' cache, beside them)\n"
+	      "  --max-template-builds N   template builds at once (default 2; more: 429)\n"
+	      "  --max-templates-per-workspace N  (default 20)\n"
+	      "  --template-max-mb N       what a template may add to its base (default 4096)\n"
+	      "  --template-build-timeout S  a template's whole build (default 1800)\n"
+	      "  --template-cache-keep N   unused template layers and images kept (default 16)\n"
+	      "  --build-templates         build the built-in templates into the cache and exit\n"
+	      "                            (make images; no --state-dir needed)\n"
 	      "  --metrics-open            serve GET /metrics without a key (it names\n"
 	      "                            workspaces; default: the admin key only)\n"
 	      "  --log-format text|json    the log on stderr: text (default), or one JSON\n"
@@ -470,7 +481,7 @@ int main(int argc, char **argv)
 	int stream_ttl_max = 600, stream_max = 3600, streams_per_computer = 8;
 	struct runner_config rc = {0};
 	struct envd_limits envd_limits = {0};
-	bool session_quota_set = false;
+	bool session_quota_set = false, build_templates = false;
 	struct api_opts ao = {
 	    .max_requests = 256,
 	    .max_requests_per_workspace = 32,
@@ -492,6 +503,7 @@ int main(int argc, char **argv)
 	    .ready_timeout_s = 120,
 	    .egress_allow = &egress_allow,
 	    .egress_deny = &egress_deny,
+	    .templates = {.cache_keep = -1},
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, NULL, 'l'},
@@ -542,6 +554,14 @@ int main(int argc, char **argv)
 	    {"header-timeout", required_argument, NULL, 0x206},
 	    {"body-timeout", required_argument, NULL, 0x207},
 	    {"body-min-rate", required_argument, NULL, 0x208},
+	    {"templates", required_argument, NULL, 0x7100},
+	    {"template-cache", required_argument, NULL, 0x7101},
+	    {"max-template-builds", required_argument, NULL, 0x7102},
+	    {"max-templates-per-workspace", required_argument, NULL, 0x7103},
+	    {"template-max-mb", required_argument, NULL, 0x7104},
+	    {"template-build-timeout", required_argument, NULL, 0x7105},
+	    {"template-cache-keep", required_argument, NULL, 0x7106},
+	    {"build-templates", no_argument, NULL, 0x7107},
 	    {"recording-fps", required_argument, NULL, 0x400},
 	    {"recording-max-s", required_argument, NULL, 0x401},
 	    {"recording-max-mb", required_argument, NULL, 0x402},
@@ -744,6 +764,35 @@ int main(int argc, char **argv)
 			ao.body_min_rate = (int)main_number(optarg, "--body-min-rate", 1, 1 << 30);
 			break;
 			break;
+		case 0x7100:
+			cfg.templates.builtin_dir = optarg;
+			break;
+		case 0x7101:
+			cfg.templates.cache_dir = optarg;
+			break;
+		case 0x7102:
+			cfg.templates.max_builds =
+			    (int)main_number(optarg, "--max-template-builds", 1, 64);
+			break;
+		case 0x7103:
+			cfg.templates.max_per_workspace =
+			    (int)main_number(optarg, "--max-templates-per-workspace", 1, 100000);
+			break;
+		case 0x7104:
+			cfg.templates.max_mb =
+			    main_number(optarg, "--template-max-mb", 16, 1 << 20);
+			break;
+		case 0x7105:
+			cfg.templates.timeout_s =
+			    (int)main_number(optarg, "--template-build-timeout", 10, 86400);
+			break;
+		case 0x7106:
+			cfg.templates.cache_keep =
+			    (int)main_number(optarg, "--template-cache-keep", 0, 100000);
+			break;
+		case 0x7107:
+			build_templates = true;
+			break;
 		case 0x400:
 			cfg.record_fps = (int)main_number(optarg, "--recording-fps", 1, 30);
 			break;
@@ -843,6 +892,53 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	/* The build's layout: bin/cubicled beside images/, webclient/,
+	 * templates/ and the code runner's supervisors. */
+	char bin_dir[PATH_MAX];
+	ssize_t bn = readlink("/proc/self/exe", bin_dir, sizeof bin_dir - 1);
+	bin_dir[bn > 0 ? bn : 0] = 0;
+	if (strrchr(bin_dir, '/'))
+		*strrchr(bin_dir, '/') = 0;
+	char templates_dir[PATH_MAX + 16];
+	if (!cfg.templates.builtin_dir) {
+		snprintf(templates_dir, sizeof templates_dir, "%s/../templates", bin_dir);
+		cfg.templates.builtin_dir = templates_dir;
+	}
+	/* What every guest is told at each start (guest-setup.h). */
+	char *guest_setup = NULL;
+	{
+		struct err ge = {0};
+		int ncerts, nfiles;
+		if (guest_setup_build(guest_ca_dir, pip_index_url, npm_registry, &guest_setup,
+				      &ncerts, &nfiles, &ge) < 0) {
+			fprintf(stderr, "cubicled: %s\n", ge.message);
+			return 2;
+		}
+		if (ncerts)
+			fprintf(stderr,
+				"cubicled: guests trust %d CA certificate%s from %s (%d file%s)\n",
+				ncerts, ncerts == 1 ? "" : "s", guest_ca_dir, nfiles,
+				nfiles == 1 ? "" : "s");
+		cfg.guest_setup = guest_setup;
+		cfg.templates.guest_setup = guest_setup; /* a template's build is told it too */
+	}
+	if (build_templates && optind == argc) {
+		/* make images: the built-in templates into the cache. */
+		char images_path[PATH_MAX + 16];
+		if (images)
+			snprintf(images_path, sizeof images_path, "%s", images);
+		else
+			snprintf(images_path, sizeof images_path, "%s/../images", bin_dir);
+		struct err be = {0};
+		int brc = core_templates_build_builtin(&cfg.templates, images_path, &egress_allow,
+						       &egress_deny, &be);
+		free(guest_setup);
+		if (brc < 0) {
+			fprintf(stderr, "cubicled: %s\n", be.message);
+			return 1;
+		}
+		return 0;
+	}
 	if (!state_dir || optind != argc) {
 		main_usage(stderr);
 		return 2;
@@ -867,13 +963,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cubicled: %s: %s\n", state_dir, strerror(errno));
 		return 1;
 	}
-	/* The build's layout: bin/cubicled beside images/, webclient/ and
-	 * the code runner's supervisors. */
-	char bin_dir[PATH_MAX];
-	ssize_t bn = readlink("/proc/self/exe", bin_dir, sizeof bin_dir - 1);
-	bin_dir[bn > 0 ? bn : 0] = 0;
-	if (strrchr(bin_dir, '/'))
-		*strrchr(bin_dir, '/') = 0;
 	if (!images) {
 		snprintf(images_abs, sizeof images_abs, "%s/../images", bin_dir);
 	} else {
@@ -974,23 +1063,6 @@ int main(int argc, char **argv)
 	char *admin = main_admin_key(state_abs);
 	if (!admin)
 		return 1;
-	/* What every guest is told at each start (guest-setup.h). */
-	char *guest_setup = NULL;
-	{
-		struct err ge = {0};
-		int ncerts, nfiles;
-		if (guest_setup_build(guest_ca_dir, pip_index_url, npm_registry, &guest_setup,
-				      &ncerts, &nfiles, &ge) < 0) {
-			fprintf(stderr, "cubicled: %s\n", ge.message);
-			return 2;
-		}
-		if (ncerts)
-			fprintf(stderr,
-				"cubicled: guests trust %d CA certificate%s from %s (%d file%s)\n",
-				ncerts, ncerts == 1 ? "" : "s", guest_ca_dir, nfiles,
-				nfiles == 1 ? "" : "s");
-		cfg.guest_setup = guest_setup;
-	}
 
 	signal(SIGPIPE, SIG_IGN);
 	/* A computer's init is detached from us so it survives a crash; as a

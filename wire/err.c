@@ -9,9 +9,13 @@ static int err_vset(struct err *e, enum err_code code, const char *param, const 
 {
 	if (!e)
 		return -1;
+	/* Through a copy: a caller may wrap the error already in e, passing
+	 * e->message as an argument ("step 2: %s"). */
+	char msg[sizeof e->message];
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	e->code = code;
 	snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-	vsnprintf(e->message, sizeof e->message, fmt, ap);
+	memcpy(e->message, msg, sizeof msg);
 	return -1;
 }
 

@@ -35,7 +35,8 @@ struct err {
 	char message[512]; /* one sentence, no trailing newline */
 };
 
-/* Fills e (which may be NULL) and returns -1, so callers can `return err_set(...)`. */
+/* Fills e (which may be NULL) and returns -1, so callers can `return err_set(...)`.
+ * The arguments may be e's own message (wrapping it: "step 2: %s"). */
 int err_set(struct err *e, enum err_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

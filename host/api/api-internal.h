@@ -120,6 +120,11 @@ int api_wait_parse(struct httpd_request *req, struct api_wait *w, struct err *e)
 void api_answer_wait(struct api *a, struct httpd_request *req, struct httpd_response *resp,
 		     const struct api_wait *wt, const char *id, const char *ws, bool create,
 		     json_t *out);
+/* ?wait=ready on GET /v1/templates/{name}: answers now when template id
+ * (of ws) is no longer building, else parks the request until it is or
+ * timeout_s passes (504). */
+void api_answer_wait_template(struct api *a, struct httpd_request *req, struct httpd_response *resp,
+			      int timeout_s, const char *id);
 /* The waiter thread (started by api_create, ended by api_destroy through
  * waiter_stop): answers every parked wait. */
 void *api_waiter(void *arg);
@@ -196,5 +201,12 @@ void api_recordings(void *ctx, struct httpd_request *req,
 						     /actions]] (recordings.c) */
 void api_embed(void *ctx, struct httpd_request *req,
 	       struct httpd_response *resp); /* GET /embed/... (no key: the token is in the URL) */
+/* handlers-templates.c */
+void api_templates(void *ctx, struct httpd_request *req,
+		   struct httpd_response *resp); /* GET, POST /v1/templates */
+void api_template(void *ctx, struct httpd_request *req,
+		  struct httpd_response *resp); /* GET (?wait=ready), DELETE /v1/templates/{name} */
+void api_template_log(void *ctx, struct httpd_request *req,
+		      struct httpd_response *resp); /* GET /v1/templates/{name}/log?offset= */
 
 #endif

@@ -404,6 +404,28 @@ static int api_route_pick(struct api *a, struct httpd_request *req, struct httpd
 		route->handler = api_connect_tokens;
 		return 0;
 	}
+	if (strcmp(s[1], "templates") == 0) {
+		if (n == 2 && (m == HTTPD_GET || m == HTTPD_POST)) {
+			route->handler = api_templates;
+			return 0;
+		}
+		if (n < 3)
+			goto not_found;
+		/* A name that is no identifier names no template (the body's
+		 * name gets a 400 from the create). */
+		if (!ident_ok(s[2], 63))
+			return err_set(e, ERR_NOT_FOUND, "no template %.40s", s[2]);
+		snprintf(c->id, sizeof c->id, "%s", s[2]);
+		if (n == 3 && (m == HTTPD_GET || m == HTTPD_DELETE)) {
+			route->handler = api_template;
+			return 0;
+		}
+		if (n == 4 && strcmp(s[3], "log") == 0 && m == HTTPD_GET) {
+			route->handler = api_template_log;
+			return 0;
+		}
+		goto not_found;
+	}
 	if (strcmp(s[1], "hosts") == 0) {
 		if (!c->admin)
 			return err_set(e, ERR_FORBIDDEN, "the cluster's hosts need the admin key");

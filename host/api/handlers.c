@@ -113,10 +113,13 @@ int api_query_known(struct httpd_request *req, const char *const *known, struct 
 		for (int k = 0; known[k] && !ok; k++)
 			ok = strlen(known[k]) == len && strncmp(q, known[k], len) == 0;
 		if (!ok) {
-			char name[64];
+			char name[64], list[256] = "none";
 			snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), q);
-			return err_param(e, name,
-					 "%s: not a query parameter here (wait, timeout_s)", name);
+			for (int k = 0, n = 0; known[k] && n < (int)sizeof list; k++)
+				n += snprintf(list + n, sizeof list - (size_t)n, "%s%s",
+					      k ? ", " : "", known[k]);
+			return err_param(e, name, "%s: not a query parameter here (%s)", name,
+					 list);
 		}
 	}
 	return 0;

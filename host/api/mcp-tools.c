@@ -106,6 +106,9 @@ static const struct mcp_param p_create[] = {
      "Stop (desktop) or delete (sandbox) after this long without use (default 600)."},
     {"metadata", T_OBJ, 0, 0, NULL, false, "Your own JSON, kept with the computer."},
     {"session", T_STR, 0, 0, NULL, false, "A session id: /session files kept across computers."},
+    {"template", T_STR, 0, 0, NULL, false,
+     "Start from this template (list_templates; e.g. \"data\": pandas, matplotlib, openpyxl, "
+     "python-docx, pypdf, pandoc, Chromium with playwright-core); its base is the kind."},
     {"external_workspace_id", T_STR, 0, 0, NULL, false, "Your own tenant id, kept."},
     {"workspace", T_STR, 0, 0, NULL, false, "The workspace (the admin key only)."},
     {"wait", T_BOOL, 0, 0, NULL, false, "Return once it runs (default true)."},
@@ -186,6 +189,13 @@ static int mcp_list_computers(const struct mcp_caller *c, const struct mcp_tool 
 	(void)t;
 	return core_list(c->core, c->ws, json_string_value(json_object_get(args, "state")),
 			 json_string_value(json_object_get(args, "kind")), result, e);
+}
+
+static int mcp_list_templates(const struct mcp_caller *c, const struct mcp_tool *t,
+			      const json_t *args, json_t **result, struct err *e)
+{
+	(void)t, (void)args;
+	return core_template_list(c->core, c->ws, NULL, result, e);
 }
 
 static int mcp_get_computer(const struct mcp_caller *c, const struct mcp_tool *t,
@@ -424,6 +434,10 @@ static const struct mcp_tool mcp_tools[] = {
      p_create, 0, mcp_create_computer},
     {"list_computers", "List your computers with their id, kind, size, state.", p_list, F_READONLY,
      mcp_list_computers},
+    {"list_templates",
+     "The templates create_computer can start from (yours and the global ones): name, base, "
+     "state, what their recipe installs.",
+     p_none, F_READONLY, mcp_list_templates},
     {"get_computer", "A computer's JSON: state, kind, size, resolution, timestamps.", p_none, RO,
      mcp_get_computer},
     {"stop_computer", "Stop a computer, keeping its disk; start_computer resumes it.", p_none,

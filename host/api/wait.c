@@ -19,6 +19,7 @@ struct api_parked {
 	char id[40], ws[40];
 	bool admin;  /* ws NULL: the admin sees every workspace */
 	bool create; /* POST /v1/computers: 201, and an error names the computer */
+	bool tpl;    /* GET /v1/templates/{name}?wait=ready: id is the template's */
 	enum computer_state state, stored;
 	int timeout_s;
 	struct timespec deadline; /* CLOCK_MONOTONIC */
@@ -48,6 +49,32 @@ static void api_respond_err_id(struct httpd_response *resp, const struct err *e,
 	json_t *ej = err_to_json(e);
 	json_object_set_new(json_object_get(ej, "error"), "computer_id", json_string(id));
 	httpd_respond_json(resp, err_http_status(e->code), ej);
+}
+
+/* Whether a parked wait is over, from memory. */
+static bool api_wait_over(struct api *a, const struct api_parked *w, enum computer_state *now)
+{
+	if (w->tpl) {
+		enum template_state t;
+		*now = COMPUTER_ERROR;
+		return core_template_wait_over(a->core, w->id, &t);
+	}
+	return core_wait_over(a->core, w->id, w->state, w->stored, now);
+}
+
+/* The answer of a template's wait that ended: its JSON, or 504. */
+static void api_wait_answer_template(struct api *a, const struct api_parked *w, bool timed_out,
+				     struct httpd_response *resp)
+{
+	struct err e = {0};
+	json_t *out = NULL;
+	int rc = timed_out ? err_set(&e, ERR_TIMEOUT, "template %s is still building after %d s",
+				     w->id, w->timeout_s)
+			   : core_template_json_by_id(a->core, w->id, &out, &e);
+	if (rc == 0)
+		httpd_respond_json(resp, 200, out);
+	else
+		httpd_respond_err(resp, &e);
 }
 
 /* The answer of a wait that ended: the computer's JSON, or why not. */
@@ -86,8 +113,7 @@ void *api_waiter(void *arg)
 			struct api_parked *w = *pp;
 			enum computer_state now;
 			bool over =
-			    stop || httpd_parked_gone(w->hp) ||
-			    core_wait_over(a->core, w->id, w->state, w->stored, &now) ||
+			    stop || httpd_parked_gone(w->hp) || api_wait_over(a, w, &now) ||
 			    t.tv_sec > w->deadline.tv_sec ||
 			    (t.tv_sec == w->deadline.tv_sec && t.tv_nsec >= w->deadline.tv_nsec);
 			if (over) {
@@ -110,9 +136,11 @@ void *api_waiter(void *arg)
 					"cubicled is stopping; wait again later");
 				httpd_respond_err(resp, &e);
 			} else if (!httpd_parked_gone(w->hp)) {
-				bool reached =
-				    core_wait_over(a->core, w->id, w->state, w->stored, &now);
-				api_wait_answer(a, w, !reached, now, resp);
+				bool reached = api_wait_over(a, w, &now);
+				if (w->tpl)
+					api_wait_answer_template(a, w, !reached, resp);
+				else
+					api_wait_answer(a, w, !reached, now, resp);
 			}
 			httpd_parked_done(w->hp);
 			free(w);
@@ -171,4 +199,40 @@ fail:
 		api_respond_err_id(resp, &e, id);
 	else
 		httpd_respond_err(resp, &e);
+}
+
+void api_answer_wait_template(struct api *a, struct httpd_request *req, struct httpd_response *resp,
+			      int timeout_s, const char *id)
+{
+	struct api_parked *w = calloc(1, sizeof *w);
+	struct err e = {0};
+	enum template_state now;
+	if (!w) {
+		err_set(&e, ERR_INTERNAL, "out of memory");
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	snprintf(w->id, sizeof w->id, "%s", id);
+	w->tpl = true;
+	w->timeout_s = timeout_s;
+	clock_gettime(CLOCK_MONOTONIC, &w->deadline);
+	w->deadline.tv_sec += timeout_s;
+	bool over = core_template_wait_over(a->core, id, &now);
+	if (over || timeout_s == 0) {
+		api_wait_answer_template(a, w, !over, resp);
+		free(w);
+		return;
+	}
+	pthread_mutex_lock(&a->parked_lock);
+	if (!a->waiter_stop) {
+		w->hp = httpd_park(req);
+		w->next = a->parked;
+		a->parked = w;
+		pthread_mutex_unlock(&a->parked_lock);
+		return;
+	}
+	pthread_mutex_unlock(&a->parked_lock);
+	free(w);
+	err_set(&e, ERR_UNAVAILABLE, "cubicled is stopping; wait again later");
+	httpd_respond_err(resp, &e);
 }

@@ -13,6 +13,7 @@
 
 #include "core.h"
 #include "driver.h"
+#include "template.h"
 #include "metrics.h"
 
 /* The in-memory side of a computer that is not deleted: what the hot path
@@ -77,6 +78,7 @@ struct core {
 
 	struct byo *byo; /* connected machines (byo.c), NULL when off */
 
+	struct core_templates *tpl;   /* templates (template.c) */
 	struct core_cluster *cluster; /* a cluster's side (cluster.c), NULL on one host */
 
 	/* Live recordings (recordings.c): rec_lock guards the list and each
@@ -129,6 +131,25 @@ void pool_tick(struct core *c);
 int pool_claim(struct core *c, const struct core_create_req *req, json_t **out, struct err *e);
 int pool_open(struct core *c, struct err *e);
 void pool_drain(struct core *c);
+
+/* The egress lists a computer (or a template's build) of workspace ws gets:
+ * the server's --egress-allow/--egress-deny plus the workspace's (ws ""
+ * or NULL: the server's alone). The lists were checked by the API; one
+ * that no longer parses is left out, and said. */
+struct guest_net_list;
+void core_egress_lists(struct core *c, const char *ws, struct guest_net_list *allow,
+		       struct guest_net_list *deny);
+
+/* template.c: opened by core_open (after recovery: the templates still
+ * building are built again, build directories of killed builds removed),
+ * closed by core_quiesce (builds in flight stopped; they are built again
+ * at the next start). */
+int core_templates_open(struct core *c, const struct core_template_config *cfg, struct err *e);
+void core_templates_close(struct core *c);
+/* Frees them (core_close: after the API, whose waiter asks them, is gone). */
+void core_templates_free(struct core *c);
+/* A deleted workspace's templates go too (its computers are gone first). */
+void core_templates_workspace_deleted(struct core *c, const char *ws);
 
 /* How many computers workspace ws may run at once (its own limit, else the server's). */
 int core_limit(struct core *c, const char *ws);

@@ -136,6 +136,8 @@ json_t *core_json_public(const struct store_computer *sc)
 		json_object_set_new(j, "error", json_string(sc->error));
 	if (sc->accel[0])
 		json_object_set_new(j, "accel", json_string(sc->accel));
+	if (sc->template_id[0])
+		json_object_set_new(j, "template_id", json_string(sc->template_id));
 	if (sc->host[0]) /* a cluster's: where it is (or was, when lost) */
 		json_object_set_new(j, "host", json_string(sc->host));
 	if (strcmp(sc->isolation, "byo") == 0) {
@@ -159,23 +161,28 @@ struct core_paths {
 	struct guest_net_list egress_allow, egress_deny; /* the server's + the workspace's */
 };
 
-/* The server's egress lists plus workspace ws's (its lists were checked by
- * the API; one that no longer parses is left out, and said). */
-static void core_egress(struct core *c, const char *ws, struct core_paths *p)
+void core_egress_lists(struct core *c, const char *ws, struct guest_net_list *allow,
+		       struct guest_net_list *deny)
 {
 	struct err e = {0};
-	p->egress_allow.n = p->egress_deny.n = 0;
-	guest_net_list_merge(&p->egress_allow, c->cfg.egress_allow, &e);
-	guest_net_list_merge(&p->egress_deny, c->cfg.egress_deny, &e);
+	allow->n = deny->n = 0;
+	guest_net_list_merge(allow, c->cfg.egress_allow, &e);
+	guest_net_list_merge(deny, c->cfg.egress_deny, &e);
 	struct store_workspace w;
-	if (store_workspace_get(c->store, ws, &w, NULL) < 0)
+	if (!ws || !*ws || store_workspace_get(c->store, ws, &w, NULL) < 0)
 		return;
 	struct guest_net_list l;
 	if (guest_net_list_parse(&l, w.egress_allow, 1, "egress_allow", &e) < 0 ||
-	    guest_net_list_merge(&p->egress_allow, &l, &e) < 0 ||
+	    guest_net_list_merge(allow, &l, &e) < 0 ||
 	    guest_net_list_parse(&l, w.egress_deny, 0, "egress_deny", &e) < 0 ||
-	    guest_net_list_merge(&p->egress_deny, &l, &e) < 0)
+	    guest_net_list_merge(deny, &l, &e) < 0)
 		fprintf(stderr, "cubicled: workspace %s: egress: %s\n", ws, e.message);
+}
+
+/* The server's egress lists plus workspace ws's, for a boot. */
+static void core_egress(struct core *c, const char *ws, struct core_paths *p)
+{
+	core_egress_lists(c, ws, &p->egress_allow, &p->egress_deny);
 }
 
 /* Whether workspace ws changes the egress policy (its computers cannot be
@@ -325,7 +332,12 @@ static int core_boot(struct core *c, struct store_computer *sc, bool create, str
 	int rc = 0;
 	int64_t t0 = clock_now_us();
 	enum core_life op = create ? CORE_BOOT : CORE_START;
-	if (create)
+	/* A computer made from a template boots its image (template.h); a
+	 * microVM only reads it at create (it keeps hard links of it). */
+	bool vm = strcmp(ops->name, "vm") == 0;
+	if (sc->template_id[0] && (create || !vm))
+		rc = core_template_image(c, sc->template_id, vm, p.image, sizeof p.image, &de);
+	if (rc == 0 && create)
 		rc = ops->create(&dc, &de);
 	if (rc == 0) {
 		/* The egress policy is read at each start (a store read: not on
@@ -758,16 +770,33 @@ static int core_create_parse(struct core *c, const char *ws, const json_t *param
 	static const char *const known[] = {
 	    "kind",	  "size",	    "isolation", "workspace",
 	    "resolution", "idle_timeout_s", "metadata",	 "external_workspace_id",
-	    "session",	  "host",	    NULL};
+	    "session",	  "template",	    "host",	 NULL};
 	static const char *const kinds[] = {"desktop", "sandbox", NULL};
 	if (params_check_known(params, known, e) < 0)
 		return -1;
 	memset(req, 0, sizeof *req);
 	struct store_computer *sc = &req->sc;
 	int kind = 0;
-	if (param_enum(params, "kind", kinds, &kind, e) < 0)
+	int kind_given = param_enum(params, "kind", kinds, &kind, e);
+	if (kind_given < 0)
 		return -1;
 	snprintf(sc->kind, sizeof sc->kind, "%s", kinds[kind]);
+	/* A template decides the kind: its base. */
+	const char *tname = NULL;
+	bool tglobal = false;
+	if (param_str(params, "template", &tname, e) < 0)
+		return -1;
+	if (tname) {
+		const char *tws = ws ? ws : json_string_value(json_object_get(params, "workspace"));
+		char base[16];
+		if (core_template_resolve(c, tws ? tws : "", tname, sc->template_id, base, &tglobal,
+					  e) < 0)
+			return -1;
+		if (kind_given && strcmp(base, sc->kind) != 0)
+			return err_param(e, "kind", "kind: template %s is a %s, not a %s", tname,
+					 base, sc->kind);
+		snprintf(sc->kind, sizeof sc->kind, "%s", base);
+	}
 	const char *size = NULL;
 	if (param_str(params, "size", &size, e) < 0)
 		return -1;
@@ -789,6 +818,17 @@ static int core_create_parse(struct core *c, const char *ws, const json_t *param
 		return err_param(e, "isolation",
 				 "isolation: '%s' is not available on this host: %s",
 				 req->ops->name, driver_why(req->ops));
+	/* A microVM's network guard runs inside its own image (cubicle-init):
+	 * a workspace's recipe could replace it, so a workspace's template
+	 * boots as a container (whose guard is the host's). docs/templates.md. */
+	if (tname && strcmp(req->ops->name, "container") != 0 &&
+	    !(tglobal && strcmp(req->ops->name, "vm") == 0))
+		return err_param(e, "isolation",
+				 "isolation: template %s boots as a container only%s", tname,
+				 tglobal ? ""
+					 : " (a workspace's template never boots as a microVM: "
+					   "its recipe could change the guest's own network "
+					   "guard; the admin's global templates may)");
 	snprintf(sc->isolation, sizeof sc->isolation, "%s", req->ops->name);
 	const char *wsp = NULL;
 	if (param_str(params, "workspace", &wsp, e) < 0)
@@ -867,7 +907,7 @@ int core_create(struct core *c, const char *ws, const json_t *params, json_t **o
 		return -1;
 	struct store_computer sc = req.sc;
 	/* The pool's desktops have the default isolation. */
-	if (strcmp(sc.kind, "desktop") == 0 && req.ops == driver_default() &&
+	if (strcmp(sc.kind, "desktop") == 0 && req.ops == driver_default() && !sc.template_id[0] &&
 	    !core_ws_egress(c, sc.workspace)) {
 		int claimed = pool_claim(c, &req, out, e);
 		if (claimed != 0) {
@@ -1014,7 +1054,13 @@ int core_start(struct core *c, const char *id, const char *ws, json_t **out, str
 					   .host = c->host_id};
 		struct store_commit how = {.limit = core_limit(c, sc.workspace),
 					   .place = c->cluster ? &here : NULL};
-		rc = core_commit(c, &sc, COMPUTER_STARTING, NULL, &how, e);
+		char image[512];
+		/* A container's template image must be there (it stays stopped
+		 * if not); a microVM keeps its own links to it. */
+		if (sc.template_id[0] && strcmp(sc.isolation, "vm") != 0)
+			rc = core_template_image(c, sc.template_id, false, image, sizeof image, e);
+		if (rc == 0)
+			rc = core_commit(c, &sc, COMPUTER_STARTING, NULL, &how, e);
 		if (rc == 0)
 			rc = core_boot(c, &sc, false, e);
 	} else if (sc.state != COMPUTER_RUNNING) {
@@ -1180,6 +1226,7 @@ int core_workspace_delete(struct core *c, const char *ws, json_t **out, struct e
 		json_decref(ids);
 		return -1;
 	}
+	core_templates_workspace_deleted(c, ws);
 	/* Its session files go too (its computers, which mounted them, are
 	 * gone): never following a symlink or crossing a mount. */
 	char dir[600];
@@ -1533,7 +1580,7 @@ struct core *core_open(const struct core_config *cfg, struct store *store, struc
 		return NULL;
 	}
 	if (core_recordings_recover(c, e) < 0 || core_stats_open(c, e) < 0 ||
-	    core_recover(c, e) < 0 ||
+	    core_recover(c, e) < 0 || core_templates_open(c, &cfg->templates, e) < 0 ||
 	    store_stream_revocations(store, clock_wall_ms(), core_revoked_load, c, e) < 0 ||
 	    core_previews_load(c, e) < 0 || pool_open(c, e) < 0 || pipe2(c->wake, O_CLOEXEC) < 0 ||
 	    pthread_create(&c->ticker, NULL, core_ticker_main, c) != 0) {
@@ -1561,6 +1608,8 @@ int core_quiesce(struct core *c)
 	}
 	pthread_join(c->ticker, NULL);
 	core_recordings_close(c); /* their files finished, before anything else goes */
+	/* Builds in flight stop (they are built again at the next start). */
+	core_templates_close(c);
 	core_cluster_close(c);
 	/* Let boots and idle operations finish writing their state. */
 	struct timespec until;
@@ -1586,6 +1635,7 @@ void core_close(struct core *c)
 	if (core_quiesce(c) < 0)
 		return; /* operations still use c: the process is exiting anyway */
 	core_session_disks_release(c);
+	core_templates_free(c);
 	core_cluster_free(c);
 	close(c->wake[0]);
 	close(c->wake[1]);

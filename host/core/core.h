@@ -23,6 +23,7 @@
 #include "envd_client.h"
 #include "err.h"
 #include "store.h"
+#include "template.h"
 
 struct guest_net_list;
 struct nodeauth;
@@ -58,6 +59,8 @@ struct core_config {
 	/* --egress-allow, --egress-deny (guest-net.h): every computer's, with
 	 * its workspace's egress_allow/egress_deny added at each start. */
 	const struct guest_net_list *egress_allow, *egress_deny; /* NULL = none */
+	/* Templates (template.h): where they are cached, their limits. */
+	struct core_template_config templates;
 	/* Sessions on a path every host of a cluster mounts (docs/cluster.md,
 	 * "Sessions"); NULL = <state_dir>/sessions, this host's own. */
 	const char *sessions_dir;
@@ -180,7 +183,7 @@ int core_usage(struct core *c, const char *ws, int64_t from_ms, int64_t to_ms, j
 /*
  * Deletes workspace ws: marked deleted and its keys revoked (one store
  * transaction: they answer 401 from then on), then each of its computers
- * deleted as DELETE /v1/computers/{id} does. Its usage ledger stays,
+ * deleted as DELETE /v1/computers/{id} does, then its templates. Its usage ledger stays,
  * queryable by the admin. *out: {"id","deleted":true,"computers":[ids]}.
  * ERR_NOT_FOUND for no such workspace; ERR_CONFLICT for the warm pool's.
  */

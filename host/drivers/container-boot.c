@@ -31,7 +31,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/close_range.h>
-#include <linux/loop.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
@@ -41,7 +40,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -183,6 +181,27 @@ static void boot_bind(int sock, const char *src, const char *target, unsigned lo
 	boot_mount(sock, src, target, NULL, MS_BIND | MS_REC, NULL);
 	if (extra)
 		boot_mount(sock, NULL, target, NULL, MS_REMOUNT | MS_BIND | extra, NULL);
+}
+
+/*
+ * The guest root's own mount points (relative to it, the working
+ * directory): each must be a real directory. mount(2) follows a symlink in
+ * its target, and before pivot_root an absolute one resolves against the
+ * host's root: a symlink planted at /tmp or /run (by an image, a layer or
+ * a guest's root in its upper dir) would send the start's mounts out of
+ * the guest. `optional`: one that may be missing (made later).
+ */
+static void boot_mount_point(int sock, const char *name, bool optional)
+{
+	struct stat st;
+	if (fstatat(AT_FDCWD, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (optional && errno == ENOENT)
+			return;
+		boot_die(sock, "the guest's mount point", errno, name);
+	}
+	if (!S_ISDIR(st.st_mode))
+		boot_die(sock, "the guest's mount point", S_ISLNK(st.st_mode) ? ELOOP : ENOTDIR,
+			 name);
 }
 
 /* Creates an empty file to bind a device node or a mask onto. */
@@ -339,6 +358,11 @@ static void boot_init(const struct boot_plan *p, int sock, int lifeline)
 		boot_die(sock, "attach the overlay", errno, NULL);
 	if (fchdir(root) < 0)
 		boot_die(sock, "enter the overlay", errno, NULL);
+	static const char *const points[] = {"proc", "sys", "dev", "tmp", "run"};
+	for (size_t i = 0; i < sizeof points / sizeof points[0]; i++)
+		boot_mount_point(sock, points[i], false);
+	if (session >= 0)
+		boot_mount_point(sock, "session", true);
 
 	boot_mount(sock, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	if (move_mount(sysfs, "", AT_FDCWD, "sys", MOVE_MOUNT_F_EMPTY_PATH) < 0)
@@ -559,41 +583,6 @@ static void boot_sizes_make(struct boot_launch *l, int fds[BOOT_SIZES_FDS])
 		boot_launch_fail(l, "%s", e.message);
 }
 
-/* Attaches the disk image to a free loop device that detaches itself when
- * its last user (the mount) lets go, so no crash can leak it. Direct I/O:
- * the guest's page cache is the only cache of its disk (without it the
- * host's page cache keeps a second copy, and a guest writing 1 GiB under
- * xs's 512 MiB took 4 s instead of 0.8 s). The kernel falls back to
- * buffered I/O where the host filesystem cannot do direct I/O. */
-static int boot_loop_attach(struct boot_launch *l, int file, char *dev, size_t len)
-{
-	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-	if (ctl < 0)
-		boot_launch_fail(l, "open /dev/loop-control: %s", strerror(errno));
-	for (int attempt = 0; attempt < 16; attempt++) {
-		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
-		if (n < 0)
-			boot_launch_fail(l, "find a free loop device: %s", strerror(errno));
-		snprintf(dev, len, "/dev/loop%d", n);
-		int fd = open(dev, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			boot_launch_fail(l, "open %s: %s", dev, strerror(errno));
-		struct loop_config cfg;
-		memset(&cfg, 0, sizeof(cfg));
-		cfg.fd = (unsigned)file;
-		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
-		if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0) {
-			close(ctl);
-			return fd;
-		}
-		int saved = errno;
-		close(fd);
-		if (saved != EBUSY) /* EBUSY: another process took it first */
-			boot_launch_fail(l, "attach the disk to %s: %s", dev, strerror(saved));
-	}
-	boot_launch_fail(l, "no loop device stayed free long enough for the disk");
-}
-
 /* Creates a directory of the disk's root for the guest's root, if missing. */
 static void boot_disk_dir(struct boot_launch *l, int root, const char *name, mode_t mode)
 {
@@ -607,40 +596,17 @@ static void boot_disk_dir(struct boot_launch *l, int root, const char *name, mod
 		boot_launch_fail(l, "set up %s on the disk: %s", name, strerror(errno));
 }
 
-/* The computer's disk: its ext4 image on a loop device, mounted detached
- * (nodev, nosuid) for init to attach in its namespace; -1 without one. */
+/* The computer's disk: its ext4 image on a loop device (drv_disk_mount:
+ * autoclear, direct I/O), mounted detached (nodev, nosuid) for init to
+ * attach in its namespace; -1 without one. */
 static int boot_disk_mount(struct boot_launch *l)
 {
 	if (!l->p->disk_image)
 		return -1;
-	int file = open(l->p->disk_image, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (file < 0)
-		boot_launch_fail(l, "open the disk %s: %s", l->p->disk_image, strerror(errno));
-	char dev[32];
-	int loop = boot_loop_attach(l, file, dev, sizeof(dev));
-	close(file);
-	int fs = fsopen("ext4", FSOPEN_CLOEXEC);
-	if (fs < 0)
-		boot_launch_fail(l, "fsopen ext4: %s", strerror(errno));
-	/* noinit_itable: no background zeroing of the inode tables mkfs left
-	 * unwritten (it would grow the host file by ~16 MiB per GiB);
-	 * discard: files the guest deletes give their space back to the host. */
-	if (fsconfig(fs, FSCONFIG_SET_STRING, "source", dev, 0) < 0 ||
-	    fsconfig(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0 ||
-	    fsconfig(fs, FSCONFIG_SET_FLAG, "discard", NULL, 0) < 0 ||
-	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
-		int saved = errno;
-		char log[256] = "";
-		ssize_t n = read(fs, log, sizeof(log) - 1);
-		log[n > 0 ? n : 0] = '\0';
-		boot_launch_fail(l, "mount the disk %s (%s): %s%s%s", l->p->disk_image, dev,
-				 strerror(saved), log[0] ? ": " : "", log);
-	}
-	int m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID);
+	char why[400];
+	int m = drv_disk_mount(l->p->disk_image, false, why, sizeof why);
 	if (m < 0)
-		boot_launch_fail(l, "fsmount the disk: %s", strerror(errno));
-	close(fs);
-	close(loop); /* the mount holds it now */
+		boot_launch_fail(l, "%s", why);
 	boot_disk_dir(l, m, "upper", 0755);
 	boot_disk_dir(l, m, "work", 0700);
 	return m;

@@ -67,17 +67,19 @@
 #include "drvutil.h"
 #include "guest-net.h"
 #include "guest-seccomp.h"
+#include "layer.h"
 #include "uidrange.h"
 #include "clock.h"
 
-#define CT_GUEST_USER	 UIDRANGE_GUEST_USER
-#define CT_START_TIMEOUT 30000 /* ms until envd must accept */
-#define CT_STOP_GRACE	 5000  /* ms between SIGTERM and SIGKILL */
-#define CT_SLIRP	 "slirp4netns"
-#define CT_MKFS		 "mkfs.ext4"
-#define CT_DISK		 "disk.ext4"
-#define CT_DISK_MIN_MB	 16   /* smaller than this, ext4 has no room for files */
-#define CT_DISK_FREE_MS	 5000 /* for a stopped computer's loop device to go */
+#define CT_GUEST_USER	   UIDRANGE_GUEST_USER
+#define CT_GUEST_USER_NAME "user"
+#define CT_START_TIMEOUT   30000 /* ms until envd must accept */
+#define CT_STOP_GRACE	   5000	 /* ms between SIGTERM and SIGKILL */
+#define CT_SLIRP	   "slirp4netns"
+#define CT_MKFS		   "mkfs.ext4"
+#define CT_DISK		   "disk.ext4"
+#define CT_DISK_MIN_MB	   16	/* smaller than this, ext4 has no room for files */
+#define CT_DISK_FREE_MS	   5000 /* for a stopped computer's loop device to go */
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -725,7 +727,7 @@ static int ct_start(struct driver_computer *c, struct err *e)
 	 * session's arguments move up over --sizes. */
 	char *argv[24] = {"/usr/bin/tini", "-s", "--", "/usr/local/bin/envd", "--listen",
 			  "unix:/run/cubicle/envd.sock", "--token-file", "/run/cubicle/token",
-			  "--user", "user",
+			  "--user", (char *)(c->envd_user ? c->envd_user : CT_GUEST_USER_NAME),
 			  /* The guest's root agent: the package helper, the host's
 			   * setup (envd/guest/). */
 			  "--guest",
@@ -849,6 +851,48 @@ static int ct_destroy(struct driver_computer *c, struct err *e)
 	return 0;
 }
 
+/* ---- a template's layer ------------------------------------------------------------ */
+
+/*
+ * The computer's writable layer, copied out (layer.h) while it is stopped:
+ * its upper/ is on its disk, mounted here read-only and detached (in no
+ * mount table, gone when its descriptor closes, so nothing is left mounted
+ * whatever happens), or in c->dir without a disk. The tree is the guest's
+ * and hostile; layer_copy never follows a name out of it.
+ */
+static int ct_export_layer(struct driver_computer *c, const char *dest, uint64_t max_bytes,
+			   struct layer_stats *st, struct err *e)
+{
+	if (ct_check_computer(c, e) < 0)
+		return -1;
+	if (ct_init_alive(c))
+		return err_set(e, ERR_CONFLICT, "container: %s runs; stop it first", c->id);
+	unsigned base = (unsigned)drv_state_int(c->state, "uid_base", 0);
+	char path[4096];
+	int mnt = -1, upper;
+	if (ct_disk_limited(c)) {
+		char why[400];
+		if (ct_path(c, CT_DISK, path, sizeof(path), e) < 0 || ct_disk_wait_free(c, e) < 0)
+			return -1;
+		mnt = drv_disk_mount(path, true, why, sizeof(why));
+		if (mnt < 0)
+			return err_set(e, ERR_UNAVAILABLE, "container: %s", why);
+		upper = openat(mnt, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	} else {
+		if (ct_path(c, "upper", path, sizeof(path), e) < 0)
+			return -1;
+		upper = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	int rc = upper < 0 ? err_set(e, ERR_UNAVAILABLE, "container: cannot open %s's upper/: %s",
+				     c->id, strerror(errno))
+			   : layer_copy(upper, dest, base, max_bytes, st, e);
+	if (upper >= 0)
+		close(upper);
+	if (mnt >= 0)
+		close(mnt);
+	return rc;
+}
+
 /* ---- the rest of the table ------------------------------------------------------- */
 
 static bool ct_alive(struct driver_computer *c)
@@ -921,4 +965,5 @@ const struct driver_ops driver_container = {
     .alive = ct_alive,
     .envd_address = ct_envd_address,
     .vnc_path = ct_vnc_path,
+    .export_layer = ct_export_layer,
 };

@@ -18,11 +18,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
 
 #include "err.h"
 
 struct guest_net_list;
+struct layer_stats;
 
 struct driver_computer {
 	const char *id;		 /* "c-..." : safe in file names */
@@ -32,6 +34,8 @@ struct driver_computer {
 				    driver owns what is inside) */
 	const char *session_dir; /* host directory to mount at /session, or NULL */
 	const char *envd_token;	 /* the token envd must require (never logged) */
+	const char *envd_user;	 /* who envd runs commands and files as: NULL = "user";
+				    "root" only for a template's build (template.h) */
 	int width, height;	 /* desktop resolution */
 	int millicpus;		 /* CPU quota: 500 = half a CPU, 2000 = two */
 	long long memory_mb;	 /* hard memory limit */
@@ -111,6 +115,16 @@ struct driver_ops {
 	/* Where a desktop's envd serves RFB (its live view) for the stream
 	 * gateway: a UNIX socket path on the host. */
 	int (*vnc_path)(const struct driver_computer *c, char *out, size_t len, struct err *e);
+
+	/*
+	 * Optional (NULL: this driver cannot build templates). Copies what a
+	 * stopped computer changed over its image (a container's overlay upper
+	 * dir) into dest, a directory it creates, as a template layer
+	 * (layer.h: owners as the guest sees them, no setuid bit, no device,
+	 * whiteouts kept); at most max_bytes of file data, else ERR_TOO_LARGE.
+	 */
+	int (*export_layer)(struct driver_computer *c, const char *dest, uint64_t max_bytes,
+			    struct layer_stats *st, struct err *e);
 };
 
 extern const struct driver_ops driver_container;

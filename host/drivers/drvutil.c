@@ -16,6 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/close_range.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 
 long long drv_state_int(const json_t *state, const char *key, long long def)
 {
@@ -137,6 +140,99 @@ void drv_log_tail(const char *path, char *out, size_t len)
 		else if ((unsigned char)buf[i] < 0x20)
 			buf[i] = ' ';
 	memcpy(out, buf, (size_t)n + 1); /* n < len: read at most len - 1 bytes */
+}
+
+/* Attaches file to a free loop device that detaches itself when its last
+ * user (the mount) lets go, so no crash can leak it. Direct I/O: the
+ * guest's page cache is the only cache of its disk (without it the host's
+ * page cache keeps a second copy, and a guest writing 1 GiB under xs's
+ * 512 MiB took 4 s instead of 0.8 s). The kernel falls back to buffered I/O
+ * where the host filesystem cannot do direct I/O. */
+static int drv_loop_attach(int file, char *dev, size_t len, char *why, size_t wlen)
+{
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0) {
+		snprintf(why, wlen, "open /dev/loop-control: %s", strerror(errno));
+		return -1;
+	}
+	for (int attempt = 0; attempt < 16; attempt++) {
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (n < 0) {
+			snprintf(why, wlen, "find a free loop device: %s", strerror(errno));
+			break;
+		}
+		snprintf(dev, len, "/dev/loop%d", n);
+		int fd = open(dev, O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			snprintf(why, wlen, "open %s: %s", dev, strerror(errno));
+			break;
+		}
+		struct loop_config cfg;
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.fd = (unsigned)file;
+		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
+		if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0) {
+			close(ctl);
+			return fd;
+		}
+		int saved = errno;
+		close(fd);
+		if (saved != EBUSY) { /* EBUSY: another process took it first */
+			snprintf(why, wlen, "attach the disk to %s: %s", dev, strerror(saved));
+			break;
+		}
+		snprintf(why, wlen, "no loop device stayed free long enough for the disk");
+	}
+	close(ctl);
+	return -1;
+}
+
+int drv_disk_mount(const char *image, bool read_only, char *why, size_t len)
+{
+	int file = open(image, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (file < 0) {
+		snprintf(why, len, "open the disk %s: %s", image, strerror(errno));
+		return -1;
+	}
+	char dev[32];
+	int loop = drv_loop_attach(file, dev, sizeof(dev), why, len);
+	close(file);
+	if (loop < 0)
+		return -1;
+	int fs = fsopen("ext4", FSOPEN_CLOEXEC);
+	if (fs < 0) {
+		snprintf(why, len, "fsopen ext4: %s", strerror(errno));
+		close(loop);
+		return -1;
+	}
+	/* noinit_itable: no background zeroing of the inode tables mkfs left
+	 * unwritten (it would grow the host file by ~16 MiB per GiB);
+	 * discard: files the guest deletes give their space back to the host. */
+	if (fsconfig(fs, FSCONFIG_SET_STRING, "source", dev, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_FLAG, "discard", NULL, 0) < 0 ||
+	    (read_only && fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0) ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+		int saved = errno;
+		char log[256] = "";
+		ssize_t n = read(fs, log, sizeof(log) - 1);
+		log[n > 0 ? n : 0] = '\0';
+		snprintf(why, len, "mount the disk %s (%s): %s%s%s", image, dev, strerror(saved),
+			 log[0] ? ": " : "", log);
+		close(fs);
+		close(loop);
+		return -1;
+	}
+	unsigned attrs = MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
+	if (read_only)
+		attrs |= MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC;
+	int m = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+	int saved = errno;
+	close(fs);
+	close(loop); /* the mount holds it now */
+	if (m < 0)
+		snprintf(why, len, "fsmount the disk %s: %s", image, strerror(saved));
+	return m;
 }
 
 static int drv_rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)

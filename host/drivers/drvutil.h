@@ -48,6 +48,18 @@ int drv_run(char *const argv[], const char *errfile, const char *who, struct err
  * an error message; "" when there is none. */
 void drv_log_tail(const char *path, char *out, size_t len);
 
+/*
+ * Mounts the ext4 image file `image` (a computer's disk) through a free
+ * loop device and returns the mount, detached (an fd from fsmount, in no
+ * mount table: openat() into it; it goes when the last descriptor on it
+ * closes, and the loop device with it: LO_FLAGS_AUTOCLEAR). Direct I/O (the
+ * guest's page cache is the only cache of its disk); nodev, nosuid;
+ * noinit_itable and discard. read_only: mounted MS_RDONLY, noexec too (the
+ * journal is still replayed if it must be). Safe between fork and exec (no
+ * allocation). -1 with why filled.
+ */
+int drv_disk_mount(const char *image, bool read_only, char *why, size_t len);
+
 /* Removes everything inside dir (not dir itself), never following a
  * symlink or crossing a mount; 0, or -1 with errno. */
 int drv_rm_contents(const char *dir);

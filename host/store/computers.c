@@ -18,27 +18,28 @@
 #define STORE_ID_ATTEMPTS 4
 
 /* The column order every statement below shares (see store_computer_row):
- * what store_computer_bind binds (?1..?20), then where the computer lives,
+ * what store_computer_bind binds (?1..?21), then where the computer lives,
  * which only placement, release, registration and the reaper write. */
 #define STORE_COMPUTER_COLUMNS                                                                     \
 	"id, workspace, kind, size, isolation, state, error, width, height, idle_timeout_s,"       \
 	" external_workspace_id, session_id, envd_token, accel, metadata, driver_state,"           \
-	" created_ms, updated_ms, last_activity_ms, deleted_ms"
+	" created_ms, updated_ms, last_activity_ms, deleted_ms, template"
 #define STORE_COMPUTER_PLACE_COLUMNS " host, epoch, cpu_milli, mem_mb, disk_mb"
 #define STORE_COMPUTER_READ	     STORE_COMPUTER_COLUMNS "," STORE_COMPUTER_PLACE_COLUMNS
 
 /* An id collision (64 random bits) inserts nothing rather than failing, so
  * that PostgreSQL's transaction survives it and the next id is tried. */
-static const char SQL_INSERT[] = "INSERT INTO computers (" STORE_COMPUTER_READ ")"
-				 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-				 " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)"
-				 " ON CONFLICT (id) DO NOTHING";
+static const char SQL_INSERT[] =
+    "INSERT INTO computers (" STORE_COMPUTER_READ ")"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+    " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"
+    " ON CONFLICT (id) DO NOTHING";
 /* ?17 (created_ms) is bound but deliberately not written. */
 static const char SQL_UPDATE[] =
     "UPDATE computers SET workspace = ?2, kind = ?3, size = ?4, isolation = ?5, state = ?6,"
     " error = ?7, width = ?8, height = ?9, idle_timeout_s = ?10, external_workspace_id = ?11,"
     " session_id = ?12, envd_token = ?13, accel = ?14, metadata = ?15, driver_state = ?16,"
-    " updated_ms = ?18, last_activity_ms = ?19, deleted_ms = ?20 WHERE id = ?1";
+    " updated_ms = ?18, last_activity_ms = ?19, deleted_ms = ?20, template = ?21 WHERE id = ?1";
 static const char SQL_SET_STATE[] =
     "UPDATE computers SET state = ?2, error = ?3, updated_ms = ?4,"
     " deleted_ms = CASE WHEN ?2 = 'deleted' AND deleted_ms = 0 THEN ?4 ELSE deleted_ms END"
@@ -64,6 +65,12 @@ static const char SQL_COUNT_STOPPED_OTHERS[] = "SELECT COUNT(*) FROM computers"
 					       " WHERE workspace = ?1 AND id <> ?2"
 					       " AND state IN ('stopping', 'stopped')";
 static const char SQL_WORKSPACE_EXISTS[] = "SELECT 1 FROM workspaces WHERE id = ?1";
+/* A computer made from a template: the template must still be there. On
+ * PostgreSQL its row is held until the commit (FOR UPDATE, appended), so a
+ * template's delete, which takes the same row before it counts the
+ * template's computers, runs wholly before or wholly after this create. */
+static const char SQL_TEMPLATE_EXISTS[] = "SELECT 1 FROM templates WHERE id = ?1";
+static const char SQL_TEMPLATE_LOCK[] = "SELECT 1 FROM templates WHERE id = ?1 FOR UPDATE";
 /* PostgreSQL only: the workspace's row, held until the commit, so that two
  * hosts' creates in one workspace count one after the other (SQLite's
  * BEGIN IMMEDIATE already serialises every write). */
@@ -147,6 +154,7 @@ static int store_computer_check(const struct store_computer *c, struct err *e)
 	STORE_CHECK_TERMINATED(session_id)
 	STORE_CHECK_TERMINATED(envd_token)
 	STORE_CHECK_TERMINATED(accel)
+	STORE_CHECK_TERMINATED(template_id)
 #undef STORE_CHECK_TERMINATED
 	if (!*c->workspace)
 		return err_param(e, "workspace", "workspace: every computer needs a workspace");
@@ -215,6 +223,7 @@ static int store_computer_bind(struct store_stmt *st, const struct store_compute
 	store_bind_int64(st, 18, c->updated_ms);
 	store_bind_int64(st, 19, c->last_activity_ms);
 	store_bind_int64(st, 20, c->deleted_ms);
+	store_bind_text(st, 21, c->template_id);
 	return 0;
 }
 
@@ -267,11 +276,12 @@ static int store_computer_row(struct store_stmt *st, struct store_computer *out,
 	c.updated_ms = store_col_int64(st, 17);
 	c.last_activity_ms = store_col_int64(st, 18);
 	c.deleted_ms = store_col_int64(st, 19);
-	store_col_text(st, 20, c.host, sizeof c.host);
-	c.epoch = store_col_int64(st, 21);
-	c.reserved.cpu_milli = store_col_int64(st, 22);
-	c.reserved.mem_mb = store_col_int64(st, 23);
-	c.reserved.disk_mb = store_col_int64(st, 24);
+	store_col_text(st, 20, c.template_id, sizeof c.template_id);
+	store_col_text(st, 21, c.host, sizeof c.host);
+	c.epoch = store_col_int64(st, 22);
+	c.reserved.cpu_milli = store_col_int64(st, 23);
+	c.reserved.mem_mb = store_col_int64(st, 24);
+	c.reserved.disk_mb = store_col_int64(st, 25);
 	*out = c;
 	return 0;
 }
@@ -370,6 +380,19 @@ static int store_computer_insert_locked(struct store *s, struct store_computer *
 		return err_param(e, "workspace", "workspace: no workspace %s", w->workspace);
 	if (step != STORE_ROW)
 		return store_db_error(s, "reading a workspace", e);
+	if (w->template_id[0]) {
+		if (!(st = store_stmt(s, s->pg ? SQL_TEMPLATE_LOCK : SQL_TEMPLATE_EXISTS, e)))
+			return -1;
+		store_bind_text(st, 1, w->template_id);
+		bool found = false;
+		while ((step = store_step(st)) == STORE_ROW)
+			found = true;
+		store_stmt_done(st);
+		if (step != STORE_DONE)
+			return store_db_error(s, "reading a template", e);
+		if (!found)
+			return err_param(e, "template", "template: it was deleted meanwhile");
+	}
 	for (int attempt = 0; attempt < STORE_ID_ATTEMPTS; attempt++) {
 		if (store_random_id("c-", w->id, sizeof w->id, e) ||
 		    !(st = store_stmt(s, SQL_INSERT, e)))
@@ -378,11 +401,11 @@ static int store_computer_insert_locked(struct store *s, struct store_computer *
 			store_stmt_done(st);
 			return -1;
 		}
-		store_bind_text(st, 21, w->host);
-		store_bind_int64(st, 22, w->epoch);
-		store_bind_int64(st, 23, w->reserved.cpu_milli);
-		store_bind_int64(st, 24, w->reserved.mem_mb);
-		store_bind_int64(st, 25, w->reserved.disk_mb);
+		store_bind_text(st, 22, w->host);
+		store_bind_int64(st, 23, w->epoch);
+		store_bind_int64(st, 24, w->reserved.cpu_milli);
+		store_bind_int64(st, 25, w->reserved.mem_mb);
+		store_bind_int64(st, 26, w->reserved.disk_mb);
 		step = store_step(st);
 		int64_t inserted = store_changes(st);
 		store_stmt_done(st);

@@ -212,6 +212,7 @@ struct store_computer {
 	char session_id[64]; /* "" when none */
 	char envd_token[80];
 	char accel[8];	      /* "" | kvm | tcg */
+	char template_id[40]; /* the template it was made from ("tpl-..."), or "" */
 	json_t *metadata;     /* object, owned by the struct */
 	json_t *driver_state; /* object, owned by the struct */
 	int64_t created_ms, updated_ms, last_activity_ms, deleted_ms;

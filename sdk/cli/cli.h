@@ -10,6 +10,7 @@
  *   computers.c  create, ls, get, stop, start, rm, stream, usage
  *   actions.c    every envd action as a command, from one table
  *   files.c      cp to and from a computer, streamed
+ *   templates.c  template create, ls, get, log, rm
  *   recordings.c record start|stop|ls|get|actions|rm
  */
 #ifndef CUBICLE_CLI_H
@@ -142,6 +143,7 @@ int cmd_run(struct cli *cli, struct args *a); /* run.c */
 int cmd_cp(struct cli *cli, struct args *a);
 int cmd_record(struct cli *cli, struct args *a); /* recordings.c */
 int cmd_action_generic(struct cli *cli, struct args *a);
+int cmd_template(struct cli *cli, struct args *a); /* templates.c */
 
 /* ---- actions.c: the action commands, generated from one table ---- */
 struct action_spec;

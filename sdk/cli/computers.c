@@ -48,7 +48,8 @@ static int computers_create_body(const struct args *a, json_t *body)
 	static const char *const strings[][2] = {
 	    {"kind", "kind"},		{"size", "size"},
 	    {"isolation", "isolation"}, {"workspace", "workspace"},
-	    {"session", "session"},	{"external-workspace-id", "external_workspace_id"}};
+	    {"session", "session"},	{"external-workspace-id", "external_workspace_id"},
+	    {"template", "template"}};
 	for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
 		const char *v = args_get(a, strings[i][0]);
 		if (v)

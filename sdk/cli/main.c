@@ -26,7 +26,12 @@ static const struct opt create_opts[] = {
     {"kind", true, 'k'},      {"size", true, 's'},	 {"isolation", true, 0},
     {"workspace", true, 'w'}, {"resolution", true, 'r'}, {"idle-timeout", true, 0},
     {"metadata", true, 'm'},  {"session", true, 0},	 {"external-workspace-id", true, 0},
-    {"wait", false, 0},	      {"timeout", true, 't'},	 {NULL, false, 0}};
+    {"template", true, 'T'},  {"wait", false, 0},	 {"timeout", true, 't'},
+    {NULL, false, 0}};
+static const struct opt template_opts[] = {
+    {"base", true, 'b'},  {"apt", true, 0},	  {"pip", true, 0},	    {"npm", true, 0},
+    {"run", true, 0},	  {"file", true, 'f'},	  {"workspace", true, 'w'}, {"wait", false, 0},
+    {"follow", false, 0}, {"timeout", true, 't'}, {NULL, false, 0}};
 static const struct opt ls_opts[] = {
     {"state", true, 0}, {"kind", true, 'k'}, {"workspace", true, 'w'}, {NULL, false, 0}};
 static const struct opt no_opts[] = {{NULL, false, 0}};
@@ -46,12 +51,21 @@ static const struct opt action_opts[] = {
 static const struct command commands[] = {
     {"create",
      "[--kind desktop|sandbox] [--size S] [--isolation container|vm] [--workspace W] "
-     "[--resolution WxH] [--idle-timeout S] [--metadata K=V]... [--session NAME] [--wait "
-     "[--timeout S]]",
+     "[--resolution WxH] [--idle-timeout S] [--metadata K=V]... [--session NAME] "
+     "[--template NAME] [--wait [--timeout S]]",
      "Creates a computer and prints its id. --wait returns once it runs (or fails), "
      "waiting up to --timeout seconds (default 120).",
      create_opts, cmd_create},
     {"ls", "[--state STATE] [--kind KIND] [--workspace W]", "Lists computers.", ls_opts, cmd_ls},
+    {"template",
+     "create NAME [--base sandbox|desktop] [--apt PKG]... [--pip PKG]... [--npm PKG]... "
+     "[--run CMD]... [--file PATH=LOCAL]... [--workspace W] [--follow | --wait [--timeout S]] "
+     "| ls | get NAME [--wait] | log NAME [--follow] | rm NAME...",
+     "Templates: a recipe built once into an image computers start from (create --template "
+     "NAME). create --follow prints the build's log as it goes and exits 1 if it fails; "
+     "--wait waits quietly. PKG and CMD repeat; --file copies a local text file into the "
+     "image.",
+     template_opts, cmd_template},
     {"get", "ID", "Shows one computer.", no_opts, cmd_get},
     {"stop", "ID...", "Stops computers; their disks stay.", no_opts, cmd_stop},
     {"start", "ID...", "Starts stopped computers again.", no_opts, cmd_start},

@@ -88,7 +88,7 @@ class Paths(unittest.TestCase):
         for n in os.listdir(srv.state):
             self.assertIn(n.split("-")[0], (
                 "cubicle.db", "cubicle.db", "admin.key", "stream.key", "computers",
-                "sessions", "spool", "cubicled.log", "byo.sock"), n)
+                "sessions", "spool", "cubicled.log", "byo.sock", "templates"), n)
 
     def req(self, method, path, body=None, key=True):
         """srv.req, where a connection closed without an answer (the HTTP

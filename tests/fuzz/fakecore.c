@@ -479,3 +479,72 @@ void driver_names(const char *sep, char *out, size_t len)
 {
 	snprintf(out, len, "container%svm", sep);
 }
+
+/* ---- templates: a fake one, "t1", of the fake workspace ------------------------ */
+
+static int fake_template(const char *ws, const char *name, json_t **out, struct err *e)
+{
+	if ((ws && strcmp(ws, fake_ws) != 0) || !name || strcmp(name, "t1") != 0)
+		return err_set(e, ERR_NOT_FOUND, "no template %.63s", name ? name : "");
+	*out = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "id", "tpl-1", "name", "t1", "base",
+			 "sandbox", "state", "ready", "size_mb", 1, "build_s", 2);
+	return 0;
+}
+int core_template_create(struct core *c, const char *ws, const json_t *params, json_t **out,
+			 struct err *e)
+{
+	const char *name = json_string_value(json_object_get(params, "name"));
+	if (!name)
+		return err_param(e, "name", "name: required");
+	return fake_template(ws, "t1", out, e);
+}
+int core_template_get(struct core *c, const char *ws, const char *workspace, const char *name,
+		      json_t **out, struct err *e)
+{
+	return fake_template(ws, name, out, e);
+}
+int core_template_list(struct core *c, const char *ws, const char *workspace, json_t **out,
+		       struct err *e)
+{
+	json_t *t = NULL;
+	fake_template(fake_ws, "t1", &t, e);
+	*out = json_pack("{s:[o]}", "templates", t);
+	return 0;
+}
+int core_template_delete(struct core *c, const char *ws, const char *workspace, const char *name,
+			 json_t **out, struct err *e)
+{
+	return fake_template(ws, name, out, e);
+}
+int core_template_log(struct core *c, const char *ws, const char *workspace, const char *name,
+		      long long offset, long long max, json_t **out, struct err *e)
+{
+	json_t *t = NULL;
+	if (fake_template(ws, name, &t, e) < 0)
+		return -1;
+	json_decref(t);
+	*out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s}", "name", name, "state", "ready", "offset",
+			 (json_int_t)offset, "next_offset", (json_int_t)offset, "size",
+			 (json_int_t)0, "log", "");
+	return 0;
+}
+int core_template_wait_begin(struct core *c, const char *ws, const char *workspace,
+			     const char *name, char id[40], struct err *e)
+{
+	json_t *t = NULL;
+	if (fake_template(ws, name, &t, e) < 0)
+		return -1;
+	json_decref(t);
+	snprintf(id, 40, "tpl-1");
+	return 0;
+}
+/* Every wait is over at once, as for computers. */
+bool core_template_wait_over(struct core *c, const char *id, enum template_state *now)
+{
+	*now = TEMPLATE_READY;
+	return true;
+}
+int core_template_json_by_id(struct core *c, const char *id, json_t **out, struct err *e)
+{
+	return fake_template(NULL, "t1", out, e);
+}

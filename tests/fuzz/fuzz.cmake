@@ -95,8 +95,8 @@ cubicle_fuzzer(runner SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/runner/runner
 
 # cubicled's API in process (apihost.h): the real router, handlers, MCP,
 # computer-use and stream code, the real store, the fake core (fakecore.c).
-set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/wait.c ${API}/routes.c
-	${API}/metrics.c
+set(API_HOST_SRC ${FUZZ_DIR}/fakecore.c ${API}/handlers.c ${API}/handlers-templates.c
+	${API}/wait.c ${API}/routes.c ${API}/metrics.c
 	${API}/mcp.c ${API}/mcp-tools.c ${API}/computeruse.c
 	${API}/computeruse-anthropic.c ${API}/computeruse-openai.c ${API}/computeruse-envd.c
 	${API}/stream.c ${API}/recordings.c ${API}/rfbfilter.c ${API}/preview.c ${STORE_SRC}
@@ -121,9 +121,9 @@ cubicle_fuzzer(httpreq SOURCES ${FUZZ_DIR}/fakecore.c ${API}/preview.c ${WIRE_SR
 	${CMAKE_SOURCE_DIR}/wire/httpd-tunnel.c ${CMAKE_SOURCE_DIR}/wire/httpd-relay.c
 	LIBS jansson libcrypto libwebsockets DEPENDS cubicled)
 
-# Template recipes (issue: templates) are being written: their harness goes
-# here, as cubicle_fuzzer(recipe ...), with seeds in corpus/recipe
-# (tests/fuzz/README.md, "Slots").
+# A template's recipe (host/core/template-recipe.c) on any bytes.
+cubicle_fuzzer(recipe SOURCES ${WIRE_SRC} ${CMAKE_SOURCE_DIR}/host/core/template-recipe.c
+	LIBS jansson libcrypto)
 
 # `make fuzz` (tests/fuzz/run) reads the list of harnesses from here.
 file(WRITE ${CMAKE_BINARY_DIR}/tests/fuzz-harnesses.txt "")

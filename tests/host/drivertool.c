@@ -4,11 +4,15 @@
  * cubicled's core does, one process per call, with the driver's state kept
  * in a JSON file between calls as the core keeps it in SQLite.
  *
- *   drivertool create|start|stop|destroy|alive|address|available
+ *   drivertool create|start|stop|destroy|alive|address|available|export
  *       --dir D --image IMAGE_DIR --state STATE.json [--id ID]
  *       [--kind desktop|sandbox] [--millicpus N] [--memory-mb N] [--pids N]
  *       [--disk-mb N (0, the default: no disk quota)]
  *       [--session DIR] [--token-file F] [--resolution WxH]
+ *       [--envd-user NAME] [--to DEST [--max-mb N]]
+ *
+ * export copies a stopped computer's layer to DEST (layer.h) and prints
+ * its figures.
  *
  * Exit status 0 on success (alive: prints true or false), 1 with
  * "drivertool: <code>: <message>" on stderr otherwise, 2 on bad usage.
@@ -23,6 +27,7 @@
 #include <unistd.h>
 
 #include "driver.h"
+#include "layer.h"
 
 static void drivertool_usage(void)
 {
@@ -31,7 +36,7 @@ static void drivertool_usage(void)
 		"--image IMAGE_DIR --state STATE.json [--id ID] [--kind desktop|sandbox] "
 		"[--millicpus N] [--memory-mb N] [--pids N] [--disk-mb N] [--session DIR] "
 		"[--token-file F] "
-		"[--resolution WxH]\n");
+		"[--resolution WxH] [--envd-user NAME] [--to DEST [--max-mb N]]\n");
 }
 
 /* The first line of a file, without its newline; the caller frees it. */
@@ -67,7 +72,8 @@ int main(int argc, char **argv)
 	c.millicpus = 1000;
 	c.memory_mb = 1024;
 	c.pids_max = 512;
-	const char *state_path = NULL, *token_file = NULL;
+	const char *state_path = NULL, *token_file = NULL, *to = NULL;
+	long long max_mb = 0;
 	static const struct option opts[] = {{"dir", required_argument, NULL, 'd'},
 					     {"image", required_argument, NULL, 'i'},
 					     {"state", required_argument, NULL, 's'},
@@ -80,6 +86,9 @@ int main(int argc, char **argv)
 					     {"session", required_argument, NULL, 'S'},
 					     {"token-file", required_argument, NULL, 't'},
 					     {"resolution", required_argument, NULL, 'r'},
+					     {"envd-user", required_argument, NULL, 'u'},
+					     {"to", required_argument, NULL, 'T'},
+					     {"max-mb", required_argument, NULL, 'M'},
 					     {NULL, 0, NULL, 0}};
 	optind = 2;
 	int o;
@@ -117,6 +126,15 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			token_file = optarg;
+			break;
+		case 'u':
+			c.envd_user = optarg;
+			break;
+		case 'T':
+			to = optarg;
+			break;
+		case 'M':
+			max_mb = atoll(optarg);
 			break;
 		case 'r':
 			if (sscanf(optarg, "%dx%d", &c.width, &c.height) != 2) {
@@ -170,6 +188,14 @@ int main(int argc, char **argv)
 		rc = driver_container.stop(&c, &e);
 	} else if (strcmp(cmd, "destroy") == 0) {
 		rc = driver_container.destroy(&c, &e);
+	} else if (strcmp(cmd, "export") == 0 && to) {
+		struct layer_stats st;
+		rc = driver_container.export_layer(&c, to, (uint64_t)max_mb << 20, &st, &e);
+		if (rc == 0)
+			printf("{\"bytes\": %llu, \"entries\": %llu, \"whiteouts\": %llu, "
+			       "\"dropped\": %llu}\n",
+			       (unsigned long long)st.bytes, (unsigned long long)st.entries,
+			       (unsigned long long)st.whiteouts, (unsigned long long)st.dropped);
 	} else if (strcmp(cmd, "alive") == 0) {
 		printf("%s\n", driver_container.alive(&c) ? "true" : "false");
 	} else if (strcmp(cmd, "address") == 0) {

@@ -110,11 +110,14 @@ def _npm_tarball(path):
 class Repo:
     """The namespace, its veth pair and the server; make() then url(...)."""
 
-    def __init__(self):
+    def __init__(self, owner="pkgs"):
+        """owner: the branch's name in what the repository makes on the host
+        (its namespace, veth and directory), at most 4 letters."""
         tag = "%06x" % random.getrandbits(24)
-        self.ns = "cbpkgs" + tag
-        self.veth = "pkgs" + tag
-        self.dir = tempfile.mkdtemp(prefix="cubicle-pkgs-repo-")
+        self.owner = owner
+        self.ns = "cb" + owner + tag
+        self.veth = owner + tag
+        self.dir = tempfile.mkdtemp(prefix="cubicle-%s-repo-" % owner)
         self.server = None
         self.made = False
         self.addr = None
@@ -140,7 +143,7 @@ class Repo:
                 if attempt == tries - 1:
                     raise
                 tag = "%06x" % random.getrandbits(24)
-                self.ns, self.veth = "cbpkgs" + tag, "pkgs" + tag
+                self.ns, self.veth = "cb" + self.owner + tag, self.owner + tag
 
     def _unmake(self):
         if self.server:

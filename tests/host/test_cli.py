@@ -321,10 +321,42 @@ class BadInput(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn(b"cannot reach cubicled at http://127.0.0.1:1", p.stderr)
 
+    def test_template_follow_start_rm(self):
+        recipe = os.path.join(srv.state, "motd.txt")
+        with open(recipe, "w") as f:
+            f.write("made by the cli\n")
+        p = cli("template", "create", "cli-tpl", "--apt", "jq", "--run", "echo step-out",
+                "--file", "/etc/cli-motd=" + recipe, "--follow")
+        out = p.stdout.decode()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # The build's log, the cache hit's, or a layer hit's (its image
+        # made again over the current base: pruned, or a new envd).
+        self.assertRegex(out, r"step|layer tpl-layer-[0-9a-f]{16} is in the cache")
+        self.assertRegex(out, r"ready: tpl-image-|cache hit")
+        self.assertIn("cli-tpl", ok("template", "ls"))
+        t = json.loads(ok("template", "get", "cli-tpl", "--json"))
+        self.assertEqual((t["state"], t["base"]), ("ready", "sandbox"))
+        self.assertIn("step-out", ok("template", "log", "cli-tpl"))
+        cid = ok("create", "--template", "cli-tpl", "--wait").strip()
+        p = cli("bash", cid, "cat /etc/cli-motd; jq -n 5")
+        self.assertEqual(p.stdout, b"made by the cli\n5\n")
+        p = cli("template", "rm", "cli-tpl")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"in use by computer " + cid.encode(), p.stderr)
+        ok("rm", cid)
+        self.assertEqual(ok("template", "rm", "cli-tpl"), "cli-tpl deleted\n")
+        # A failed build: --follow shows why and exits 1.
+        p = cli("template", "create", "cli-bad", "--run", "echo nope >&2; exit 9", "--follow")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"exit code 9", p.stderr + p.stdout)
+        ok("template", "rm", "cli-bad")
+        p = cli("template", "frobnicate")
+        self.assertEqual(p.returncode, 2)
+
     def test_help_for_every_command(self):
         top = ok("--help")
         names = ["create", "ls", "get", "stop", "start", "rm", "cp", "stream", "usage",
-                 "action"]
+                 "action", "template"]
         actions = " ".join(top.split("Actions")[1].split("Exit status")[0].splitlines()[1:])
         names += actions.split()
         self.assertIn("get_accessibility_tree", names)

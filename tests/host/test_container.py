@@ -619,6 +619,35 @@ class NoEscape(ContainerTest):
         self.assertEqual({k: v for k, v in res.items() if v != errno.EPERM}, {})
 
 
+    def test_a_symlink_at_a_mount_point_is_refused(self):
+        """The guest's root owns its upper dir: a /tmp or /run it turned
+        into a symlink (or a layer or image that had one) must not steer the
+        start's mounts, which follow symlinks and, before pivot_root,
+        resolve an absolute one against the host's root."""
+        host_dir = tempfile.mkdtemp(prefix="cubicle-ct-target-")
+        self.addCleanup(shutil.rmtree, host_dir, True)
+        for point in ("tmp", "run"):
+            c = self.computer(disk_mb=64)
+            # No loop device: the upper dir is c.dir/upper, on the host.
+            p = subprocess.run(["unshare", "-m", "sh", "-c",
+                                'mount --bind /dev/null /dev/loop-control && exec "$@"', "sh",
+                                DRIVERTOOL, "create"] + c.args,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            upper = os.path.join(c.dir, "upper")
+            os.makedirs(upper, exist_ok=True)
+            link = os.path.join(upper, point)
+            os.symlink(host_dir, link)
+            os.lchown(link, c.uid_base, c.uid_base)
+            p = c.call("start", check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("mount point", p.stderr)
+            self.assertIn(point, p.stderr)
+            self.assertFalse(c.alive())
+            self.assertEqual(os.listdir(host_dir), [])
+            self.assertFalse([l for l in read("/proc/self/mountinfo").splitlines()
+                              if host_dir in l])
+
 class Network(ContainerTest):
     def test_inbound_connections_do_not_reach_a_server_inside(self):
         # A port nothing on the host listens on.
@@ -813,7 +842,6 @@ class Disk(ContainerTest):
         c.bash("dd if=/dev/zero of=~/big bs=1M count=80 2>/dev/null")  # past 64 MiB
         self.assertEqual(os.path.getsize(os.path.join(c.dir, "upper", "home", "user", "big")),
                          80 << 20)
-
 
 class Teardown(ContainerTest):
     def leftovers(self, c, base, netns, pids):

@@ -79,7 +79,7 @@ describe("the SDK client", () => {
 			"delete_computer", "screenshot", "left_click", "type", "key", "hotkey", "scroll",
 			"drag", "move_cursor", "windows", "get_accessibility_tree", "bash", "python",
 			"read_file", "write_file", "stream_url", "preview_url", "cdp_url", "get_cursor_position",
-			"start_recording", "stop_recording", "computer_use",
+			"start_recording", "stop_recording", "computer_use", "list_templates",
 		]) {
 			assert.ok(byName[name], `no tool ${name}`);
 			assert.equal(byName[name].inputSchema.type, "object");
@@ -93,6 +93,7 @@ describe("the SDK client", () => {
 		assert.deepEqual(click.dependentRequired, { x: ["y"], y: ["x"] });
 		assert.deepEqual(byName.scroll.inputSchema.properties.direction.enum, ["up", "down", "left", "right"]);
 		assert.deepEqual(byName.bash.inputSchema.required, ["computer_id", "command"]);
+		assert.equal(byName.create_computer.inputSchema.properties.template.type, "string");
 		assert.equal(byName.bash.inputSchema.properties.timeout_s.maximum, 86400);
 		assert.deepEqual(byName.create_computer.inputSchema.properties.kind.enum, ["desktop", "sandbox"]);
 		assert.deepEqual(byName.create_computer.inputSchema.required, []);
@@ -194,6 +195,11 @@ describe("the SDK client", () => {
 		assert.match(text, /NoSuchKeyName/);
 		text = await callFails("create_computer", { kind: "sandbox", size: "huge" });
 		assert.match(text, /size: one of/);
+		text = await callFails("create_computer", { template: "no-such-template" });
+		assert.match(text, /template: no template no-such-template/);
+		// The built-in templates are listed to every workspace.
+		const templates = (await call("list_templates", {})).structuredContent.templates;
+		assert.ok(templates.some((t) => t.name === "data" && t.builtin), JSON.stringify(templates));
 		// An unknown tool is a protocol error (JSON-RPC -32602), as the spec says.
 		await assert.rejects(client.callTool({ name: "fly", arguments: {} }), (e) => e.code === -32602);
 	});

@@ -23,7 +23,7 @@ METHODS = ("get", "post", "put", "delete", "patch", "options")
 # What each path parameter is set to: names nothing (or a real asset).
 VALUES = {"id": "c-nothere", "workspace": "ws-nothere", "key_id": "key-nothere",
           "session": "s-nothere", "asset": "embed.js", "port": "3000", "host": "h-nothere",
-          "rid": "rec-nothere"}
+          "rid": "rec-nothere", "name": "t-nothere"}
 QUERY = "?path=x&token=t&confirm=ws-nothere"
 
 

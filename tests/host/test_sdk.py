@@ -230,6 +230,35 @@ class Desktop(unittest.TestCase):
         self.assertIn("--connect", tok["command"])
 
 
+class Templates(unittest.TestCase):
+    def test_create_follow_start_delete(self):
+        seen = []
+        t = client.templates.create("sdk-tpl", apt=["jq"], run=["echo from-the-sdk"],
+                                    files={"/etc/sdk-motd": "made by the sdk\n"},
+                                    on_log=seen.append)
+        self.assertEqual((t["state"], t["name"]), ("ready", "sdk-tpl"))
+        self.assertTrue(any("step" in x or "cache hit" in x for x in seen), seen)
+        self.assertIn("sdk-tpl", [x["name"] for x in client.templates.list()])
+        with Computer.create(template="sdk-tpl", client=client) as c:
+            self.assertEqual(c.kind, "sandbox")
+            self.assertEqual(c.bash("cat /etc/sdk-motd; jq -n 7").stdout,
+                             "made by the sdk\n7\n")
+            with self.assertRaises(cubicle.Conflict):
+                client.templates.delete("sdk-tpl")
+        client.templates.delete("sdk-tpl")
+        with self.assertRaises(cubicle.NotFound):
+            client.templates.get("sdk-tpl")
+
+    def test_failed_build_raises(self):
+        with self.assertRaises(cubicle.TemplateFailed) as cm:
+            client.templates.create("sdk-bad", run=["exit 4"])
+        self.assertIn("exit code 4", str(cm.exception))
+        client.templates.delete("sdk-bad")
+        with self.assertRaises(cubicle.InvalidParameter) as cm:
+            client.templates.create("bad name", run=["true"])
+        self.assertEqual(cm.exception.param, "name")
+
+
 class Errors(unittest.TestCase):
     def test_preview_and_cdp(self):
         p = sandbox.preview(8124, ttl_s=60)

@@ -355,6 +355,34 @@ describe("against a real desktop", () => {
 		await assert.rejects(sand.start_recording(), m.Conflict);
 	});
 
+	test("templates: built with its log followed, a computer from it, delete refused while in use, a failed build", async () => {
+		const m = sdk.mod;
+		const seen = [];
+		// test_sdk.py's recipe: a cache hit when that suite ran first.
+		const t = await client.templates.create("sdk-js-tpl", {
+			apt: ["jq"], run: ["echo from-the-sdk"], files: { "/etc/sdk-motd": "made by the sdk\n" },
+			on_log: (text) => seen.push(text),
+		});
+		assert.deepEqual([t.state, t.name], ["ready", "sdk-js-tpl"]);
+		assert.ok(seen.some((x) => /step|cache hit/.test(x)), seen.join(""));
+		assert.ok((await client.templates.list()).some((x) => x.name === "sdk-js-tpl"));
+		const c = await m.Computer.create({ template: "sdk-js-tpl", client });
+		try {
+			assert.equal(c.kind, "sandbox");
+			assert.equal((await c.bash("cat /etc/sdk-motd; jq -n 7")).stdout, "made by the sdk\n7\n");
+			await assert.rejects(client.templates.delete("sdk-js-tpl"), m.Conflict);
+		} finally {
+			await c.delete();
+		}
+		await client.templates.delete("sdk-js-tpl");
+		await assert.rejects(client.templates.get("sdk-js-tpl"), m.NotFound);
+		await assert.rejects(client.templates.create("sdk-js-bad", { run: ["exit 4"] }), (e) =>
+			e instanceof m.TemplateFailed && /exit code 4/.test(e.message));
+		await client.templates.delete("sdk-js-bad");
+		await assert.rejects(client.templates.create("bad name", { run: ["true"] }), (e) =>
+			e instanceof m.InvalidParameter && e.param === "name");
+	});
+
 	test("stop, start, wait, delete (Symbol.asyncDispose)", async () => {
 		await desk.stop();
 		assert.ok(["stopping", "stopped"].includes(desk.state), desk.state);

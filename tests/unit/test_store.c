@@ -26,6 +26,7 @@
 #include "store-fixture.h"
 #include "store-internal.h" /* store_lock: to hold the store busy; the migrations */
 #include "store-recordings.h"
+#include "store-templates.h"
 #include "store.h"
 
 /* store-cluster.c's cases, on the current pass's back end. */
@@ -1512,6 +1513,113 @@ static void test_stream_revocations(void **state)
 	json_decref(got);
 }
 
+/* ---- templates --------------------------------------------------------- */
+
+static void make_template(struct store *s, const char *ws, const char *name, int limit,
+			  struct store_template *t, struct err *e)
+{
+	memset(t, 0, sizeof *t);
+	snprintf(t->workspace, sizeof t->workspace, "%s", ws);
+	snprintf(t->name, sizeof t->name, "%s", name);
+	snprintf(t->base, sizeof t->base, "sandbox");
+	t->recipe = strdup("{\"base\":\"sandbox\",\"run\":[\"true\"]}");
+	t->build = json_object();
+	t->state = TEMPLATE_BUILDING;
+	int rc = store_template_insert(s, t, limit, e);
+	if (rc < 0)
+		store_template_clear(t);
+}
+
+/* Names per workspace and against the global ones, the count limit, who
+ * sees what, updates, and no delete while a computer uses it. */
+static void test_templates(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = {0};
+	struct store_workspace a, b;
+	make_workspace(f->s, "a", &a);
+	make_workspace(f->s, "b", &b);
+	struct store_template ta, tb, g, x, got;
+	make_template(f->s, a.id, "etl", 2, &ta, &e);
+	assert_string_equal(e.message, "");
+	assert_true(strncmp(ta.id, "tpl-", 4) == 0 && is_hex(ta.id + 4, 16));
+	/* The same name again in a: 409; in b: fine. */
+	make_template(f->s, a.id, "etl", 2, &x, &e);
+	assert_int_equal(e.code, ERR_CONFLICT);
+	err_clear(&e);
+	make_template(f->s, b.id, "etl", 2, &tb, &e);
+	assert_int_equal(e.code, ERR_OK);
+	/* A global name: no workspace may take it afterwards. */
+	make_template(f->s, "", "data", 0, &g, &e);
+	assert_int_equal(e.code, ERR_OK);
+	make_template(f->s, a.id, "data", 2, &x, &e);
+	assert_int_equal(e.code, ERR_CONFLICT);
+	assert_non_null(strstr(e.message, "global"));
+	/* The limit counts a's own only. */
+	err_clear(&e);
+	make_template(f->s, a.id, "second", 2, &x, &e);
+	assert_int_equal(e.code, ERR_OK);
+	store_template_clear(&x);
+	make_template(f->s, a.id, "third", 2, &x, &e);
+	assert_int_equal(e.code, ERR_LIMIT);
+
+	/* Finding: a's own, the global one; never b's. */
+	assert_int_equal(store_template_find(f->s, a.id, "etl", &got, &e), 0);
+	assert_string_equal(got.id, ta.id);
+	store_template_clear(&got);
+	assert_int_equal(store_template_find(f->s, a.id, "data", &got, &e), 0);
+	assert_string_equal(got.id, g.id);
+	store_template_clear(&got);
+	assert_int_equal(store_template_find(f->s, "", "etl", &got, &e), -1);
+	assert_int_equal(e.code, ERR_NOT_FOUND);
+	struct store_template *all = NULL;
+	size_t n = 0;
+	assert_int_equal(store_template_list(f->s, b.id, &all, &n, &e), 0);
+	assert_int_equal(n, 2); /* b's etl and the global data */
+	for (size_t i = 0; i < n; i++) {
+		assert_true(strcmp(all[i].id, ta.id) != 0);
+		store_template_clear(&all[i]);
+	}
+	free(all);
+
+	/* An update keeps what it is given. */
+	ta.state = TEMPLATE_READY;
+	snprintf(ta.image, sizeof ta.image, "tpl-image-0123456789abcdef");
+	ta.size_bytes = 12345;
+	assert_int_equal(store_template_update(f->s, &ta, &e), 0);
+	assert_int_equal(store_template_get(f->s, ta.id, &got, &e), 0);
+	assert_int_equal(got.state, TEMPLATE_READY);
+	assert_string_equal(got.image, "tpl-image-0123456789abcdef");
+	assert_int_equal(got.size_bytes, 12345);
+	store_template_clear(&got);
+
+	/* A computer made from it: no delete until the computer is deleted. */
+	struct store_computer c;
+	memset(&c, 0, sizeof c);
+	snprintf(c.workspace, sizeof c.workspace, "%s", a.id);
+	snprintf(c.kind, sizeof c.kind, "sandbox");
+	snprintf(c.size, sizeof c.size, "sm");
+	snprintf(c.isolation, sizeof c.isolation, "container");
+	snprintf(c.template_id, sizeof c.template_id, "%s", ta.id);
+	c.state = COMPUTER_RUNNING;
+	assert_int_equal(store_computer_insert(f->s, &c, &e), 0);
+	assert_int_equal(store_template_delete(f->s, ta.id, &e), -1);
+	assert_int_equal(e.code, ERR_CONFLICT);
+	assert_non_null(strstr(e.message, c.id));
+	assert_int_equal(store_computer_set_state(f->s, c.id, "deleted", NULL, &e), 0);
+	assert_int_equal(store_template_delete(f->s, ta.id, &e), 0);
+	assert_int_equal(store_template_get(f->s, ta.id, &got, &e), -1);
+	/* A computer naming a template that is gone is refused. */
+	struct store_computer c2 = c;
+	c2.metadata = c2.driver_state = NULL;
+	assert_int_equal(store_computer_insert(f->s, &c2, &e), -1);
+	assert_string_equal(e.param, "template");
+	store_computer_clear(&c);
+	store_template_clear(&ta);
+	store_template_clear(&tb);
+	store_template_clear(&g);
+}
+
 static void collect_preview(void *ctx, const struct store_preview *p)
 {
 	struct store_preview *out = ctx;
@@ -1794,6 +1902,9 @@ static void test_upgrade_from_older_sqlite(void **state)
 			 store_lite_migrations[6]);
 	assert_ptr_equal(strstr(store_lite_migrations[7], "CREATE TABLE recordings"),
 			 store_lite_migrations[7]);
+	assert_true(store_lite_schema_version >= 10);
+	assert_ptr_equal(strstr(store_lite_migrations[9], "CREATE TABLE templates"),
+			 store_lite_migrations[9]);
 	static const int from[] = {6, 8};
 	for (size_t k = 0; k < sizeof from / sizeof from[0]; k++) {
 		const int v = from[k];
@@ -1843,8 +1954,9 @@ static void test_upgrade_from_older_sqlite(void **state)
 				 store_lite_schema_version);
 		assert_int_equal(fixture_sql_int(f, "SELECT COUNT(*) FROM sqlite_master WHERE name"
 						    " IN ('previews', 'recordings', 'hosts',"
-						    " 'stream_keys', 'computers_host')"),
-				 5);
+						    " 'stream_keys', 'computers_host', 'templates',"
+						    " 'computers_template')"),
+				 7);
 		/* What was there is there, the cluster's columns empty. */
 		struct store_computer g;
 		assert_int_equal(store_computer_get(f->s, "c-old", "ws-old", &g, &e), 0);
@@ -1852,6 +1964,7 @@ static void test_upgrade_from_older_sqlite(void **state)
 		assert_string_equal(g.host, "");
 		assert_int_equal(g.epoch, 0);
 		assert_int_equal(g.reserved.mem_mb, 0);
+		assert_string_equal(g.template_id, "");
 		store_computer_clear(&g);
 		struct store_open_segment *segs;
 		size_t n;
@@ -1908,6 +2021,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_workspace_egress, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_keys, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_key_admin, fixture_setup, fixture_teardown),
+	    cmocka_unit_test_setup_teardown(test_templates, fixture_setup, fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_revocations, fixture_setup,
 					    fixture_teardown),
 	    cmocka_unit_test_setup_teardown(test_previews, fixture_setup, fixture_teardown),

@@ -5,6 +5,7 @@
  */
 import { ConnectionFailed, CubicleError, fromAnswer } from "./errors.js";
 import type { JsonObject } from "./types.js";
+import { Templates } from "./templates.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:8080";
 
@@ -172,6 +173,11 @@ export class Client {
     metadata?: Record<string, string>; workspace?: string } = {}): Promise<JsonObject> {
     const body = Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
     return this.request("POST", "/v1/connect-tokens", body);
+  }
+
+  /** Templates: client.templates.create/get/list/delete/log/follow (templates.ts). */
+  get templates(): Templates {
+    return new Templates(this);
   }
 
   healthz(): Promise<JsonObject> {

@@ -19,6 +19,8 @@ export interface CreateOptions {
   metadata?: Record<string, unknown>;
   session?: string;
   external_workspace_id?: string;
+  /** A template's name (GET /v1/templates): the computer starts from its image. */
+  template?: string;
   /** Answer once it runs (default true); ComputerFailed if it ends in error. */
   wait?: boolean;
   timeout_s?: number;
@@ -219,9 +221,11 @@ export class Computer {
     const client = o.client ?? defaultClient();
     const wait = o.wait ?? true;
     const body = Object.fromEntries(Object.entries({
-      kind: o.kind ?? "desktop", size: o.size, workspace: o.workspace, isolation: o.isolation,
+      kind: o.kind ?? (o.template ? undefined : "desktop"), size: o.size,
+      workspace: o.workspace, isolation: o.isolation,
       resolution: o.resolution, idle_timeout_s: o.idle_timeout_s, metadata: o.metadata,
       session: o.session, external_workspace_id: o.external_workspace_id,
+      template: o.template,
     }).filter(([, v]) => v !== undefined));
     const query = wait ? { wait: "running", timeout_s: Math.trunc(o.timeout_s ?? 120) } : undefined;
     const c = new Computer(await client.request("POST", "/v1/computers", body, query), client);

@@ -63,6 +63,8 @@ export class InsufficientStorage extends CubicleError {}
 export class ConnectionFailed extends CubicleError {}
 /** A computer ended in the `error` state while we waited for it. */
 export class ComputerFailed extends CubicleError {}
+/** A template's build ended in the `error` state while we waited for it. */
+export class TemplateFailed extends CubicleError {}
 
 type ErrorClass = new (code: string, message: string, status?: number | null,
   param?: string | null, requestId?: string | null, body?: unknown) => CubicleError;

@@ -22,12 +22,14 @@ export type {
 export { TABLE } from "./_table.js";
 export type { Actions, Result } from "./_table.js";
 export { actionBody } from "./actions.js";
+export { Templates } from "./templates.js";
+export type { TemplateCreateOptions } from "./templates.js";
 export { ProcessResult } from "./types.js";
 export type { ActionOptions, Json, JsonObject, Point, Region, Window } from "./types.js";
 export {
   BadGateway, BadRequest, ComputerFailed, Conflict, ConnectionFailed, CubicleError, Forbidden,
   fromAnswer, InsufficientStorage, InternalError, InvalidParameter, NotFound, RateLimited,
-  RequestTimeout, Timeout, TooLarge, Unauthorized, Unavailable,
+  RequestTimeout, TemplateFailed, Timeout, TooLarge, Unauthorized, Unavailable,
 } from "./errors.js";
 
 export const VERSION = "0.1.0";

@@ -16,13 +16,14 @@ from .client import Client, default_client
 from .computer import Computer, ComputerUseAnswer
 from .errors import (BadGateway, BadRequest, ComputerFailed, Conflict, ConnectionFailed,
                      CubicleError, Forbidden, InsufficientStorage, InternalError,
-                     InvalidParameter, NotFound, RateLimited, RequestTimeout, TooLarge,
-                     Timeout, Unauthorized, Unavailable)
+                     InvalidParameter, NotFound, RateLimited, RequestTimeout, TemplateFailed,
+                     TooLarge, Timeout, Unauthorized, Unavailable)
+from .templates import Templates
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "Computer", "ComputerUseAnswer", "ProcessResult", "default_client",
-           "CubicleError", "BadGateway", "BadRequest", "ComputerFailed", "Conflict",
-           "ConnectionFailed", "Forbidden", "InsufficientStorage", "InternalError",
-           "InvalidParameter", "NotFound", "RateLimited", "RequestTimeout", "TooLarge", "Timeout",
-           "Unauthorized", "Unavailable"]
+__all__ = ["Client", "Computer", "ComputerUseAnswer", "ProcessResult", "Templates",
+           "default_client", "CubicleError", "BadGateway", "BadRequest", "ComputerFailed",
+           "Conflict", "ConnectionFailed", "Forbidden", "InsufficientStorage", "InternalError",
+           "InvalidParameter", "NotFound", "RateLimited", "RequestTimeout", "TemplateFailed",
+           "TooLarge", "Timeout", "Unauthorized", "Unavailable"]

@@ -192,6 +192,13 @@ class Client:
     def healthz(self):
         return self.request("GET", "/healthz")
 
+    @property
+    def templates(self):
+        """Templates: client.templates.create/get/list/delete/log/follow
+        (templates.py)."""
+        from .templates import Templates
+        return Templates(self)
+
 
 _default = None
 _default_lock = threading.Lock()

@@ -55,16 +55,21 @@ class Computer:
     # ---- lifecycle -------------------------------------------------------
 
     @classmethod
-    def create(cls, kind="desktop", size=None, workspace=None, isolation=None,
+    def create(cls, kind=None, size=None, workspace=None, isolation=None,
                resolution=None, idle_timeout_s=None, metadata=None, session=None,
-               external_workspace_id=None, wait=True, timeout_s=120, client=None):
-        """Creates a computer; with wait (the default) returns once it runs
-        (raises ComputerFailed if it ends in error, Timeout after timeout_s)."""
+               external_workspace_id=None, template=None, wait=True, timeout_s=120,
+               client=None):
+        """Creates a computer (a desktop unless kind or a template says
+        otherwise: a template's base is its kind); with wait (the default)
+        returns once it runs (raises ComputerFailed if it ends in error,
+        Timeout after timeout_s)."""
         client = client or default_client()
+        if kind is None and template is None:
+            kind = "desktop"
         body = {"kind": kind, "size": size, "workspace": workspace, "isolation": isolation,
                 "resolution": list(resolution) if resolution else None,
                 "idle_timeout_s": idle_timeout_s, "metadata": metadata, "session": session,
-                "external_workspace_id": external_workspace_id}
+                "external_workspace_id": external_workspace_id, "template": template}
         body = {k: v for k, v in body.items() if v is not None}
         query = {"wait": "running", "timeout_s": int(timeout_s)} if wait else None
         c = cls(client.request("POST", "/v1/computers", body, query), client)

@@ -88,6 +88,10 @@ class ComputerFailed(CubicleError):
     """A computer ended in the `error` state while we waited for it."""
 
 
+class TemplateFailed(CubicleError):
+    """A template's build ended in the `error` state while we waited for it."""
+
+
 BY_CODE = {
     "invalid_parameter": InvalidParameter,
     "bad_request": BadRequest,
