@@ -260,39 +260,39 @@ static bool main_uri_has_password(const char *uri)
 	return at && memchr(auth, ':', (size_t)(at - auth));
 }
 
-static char *main_database(const char *flag)
+/* A secret from the environment, copied, then gone from it and from its
+ * bytes in our memory (/proc/PID/environ of cubicled and of every process
+ * forked from it shows them): no child inherits it. NULL if unset or empty. */
+static char *main_env_take(const char *name)
 {
-	const char *env = getenv("CUBICLE_DATABASE");
-	if (flag && main_uri_has_password(flag))
-		fprintf(stderr, "cubicled: --database has a password in it, which every local "
-				"user can read (ps): use $CUBICLE_DATABASE or a .pgpass file\n");
+	const char *env = getenv(name);
 	if (!env || !*env)
 		return NULL;
 	char *v = strdup(env);
 	explicit_bzero((char *)env, strlen(env));
-	unsetenv("CUBICLE_DATABASE");
+	unsetenv(name);
 	return v;
+}
+
+static char *main_database(const char *flag)
+{
+	if (flag && main_uri_has_password(flag))
+		fprintf(stderr, "cubicled: --database has a password in it, which every local "
+				"user can read (ps): use $CUBICLE_DATABASE or a .pgpass file\n");
+	return main_env_take("CUBICLE_DATABASE");
 }
 
 /* $CUBICLE_ADMIN_KEY, or the state dir's admin.key, created on first run. */
 static char *main_admin_key(const char *state_dir)
 {
-	const char *env = getenv("CUBICLE_ADMIN_KEY");
-	if (env && *env) {
-		if (strlen(env) < 16) {
-			fprintf(stderr,
-				"cubicled: CUBICLE_ADMIN_KEY is shorter than 16 characters\n");
-			return NULL;
-		}
-		char *key = strdup(env);
-		/* Gone from the environment, also from its bytes in our memory
-		 * (/proc/PID/environ of cubicled and of every process forked from
-		 * it shows them): no child inherits it. */
-		explicit_bzero((char *)env, strlen(env));
-		unsetenv("CUBICLE_ADMIN_KEY");
-		return key;
+	char *key = main_env_take("CUBICLE_ADMIN_KEY");
+	if (key && strlen(key) < 16) {
+		fprintf(stderr, "cubicled: CUBICLE_ADMIN_KEY is shorter than 16 characters\n");
+		explicit_bzero(key, strlen(key));
+		free(key);
+		return NULL;
 	}
-	return main_state_secret(state_dir, "admin.key", "ck_admin_");
+	return key ? key : main_state_secret(state_dir, "admin.key", "ck_admin_");
 }
 
 /*
@@ -409,13 +409,7 @@ static char *main_secret_from(const char *file, const char *env_name)
 		explicit_bzero(buf, sizeof buf);
 		return s;
 	}
-	const char *env = getenv(env_name);
-	if (!env || !*env)
-		return NULL;
-	char *s = strdup(env);
-	explicit_bzero((char *)env, strlen(env));
-	unsetenv(env_name);
-	return s;
+	return main_env_take(env_name);
 }
 
 /* "vcpus=N,memory_mb=N,disk_mb=N": what this host offers a cluster. */

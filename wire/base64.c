@@ -1,7 +1,9 @@
 #include "base64.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include <openssl/evp.h>
 
 char *base64_encode(const void *data, size_t len)
@@ -69,4 +71,25 @@ unsigned char *base64_decode(const char *text, size_t len, size_t *out_len)
 	out[w] = 0;
 	*out_len = w;
 	return out;
+}
+
+void base64url_encode(const void *in, size_t n, char *out)
+{
+	static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	const unsigned char *b = in;
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)b[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)b[i + 1] << 8;
+		if (i + 2 < n)
+			v |= b[i + 2];
+		out[o++] = al[(v >> 18) & 63];
+		out[o++] = al[(v >> 12) & 63];
+		if (i + 1 < n)
+			out[o++] = al[(v >> 6) & 63];
+		if (i + 2 < n)
+			out[o++] = al[v & 63];
+	}
+	out[o] = 0;
 }

@@ -1,4 +1,5 @@
 #include "token.h"
+#include "base64.h"
 #include "ident.h"
 
 #include <stdio.h>
@@ -8,34 +9,13 @@
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 
-/* base64url without padding of 32 bytes: 43 characters. */
-static void token_b64url(const unsigned char *in, size_t n, char *out)
-{
-	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	size_t o = 0;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)in[i + 1] << 8;
-		if (i + 2 < n)
-			v |= in[i + 2];
-		out[o++] = a[(v >> 18) & 63];
-		out[o++] = a[(v >> 12) & 63];
-		if (i + 1 < n)
-			out[o++] = a[(v >> 6) & 63];
-		if (i + 2 < n)
-			out[o++] = a[v & 63];
-	}
-	out[o] = 0;
-}
-
 static void token_mac(const unsigned char key[TOKEN_KEY_BYTES], const char *msg, size_t len,
 		      char out[48])
 {
 	unsigned char mac[32];
 	unsigned int maclen = sizeof mac;
 	HMAC(EVP_sha256(), key, TOKEN_KEY_BYTES, (const unsigned char *)msg, len, mac, &maclen);
-	token_b64url(mac, sizeof mac, out);
+	base64url_encode(mac, sizeof mac, out);
 }
 
 /* A scope is 1..15 of [a-z0-9]. */

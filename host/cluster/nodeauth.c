@@ -2,6 +2,7 @@
  * nodeauth: signed node-to-node calls (nodeauth.h).
  */
 #include "nodeauth.h"
+#include "base64.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -59,26 +60,6 @@ void nodeauth_destroy(struct nodeauth *a)
 	free(a);
 }
 
-static void nodeauth_b64url(const unsigned char *in, size_t n, char *out)
-{
-	static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	size_t o = 0;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)in[i + 1] << 8;
-		if (i + 2 < n)
-			v |= in[i + 2];
-		out[o++] = al[(v >> 18) & 63];
-		out[o++] = al[(v >> 12) & 63];
-		if (i + 1 < n)
-			out[o++] = al[(v >> 6) & 63];
-		if (i + 2 < n)
-			out[o++] = al[v & 63];
-	}
-	out[o] = 0;
-}
-
 /* mac of "<claims>\n<method>\n<path_query>" into out (44 bytes). */
 static void nodeauth_mac(const struct nodeauth *a, const char *claims, size_t clen,
 			 const char *method, const char *path_query, char out[48])
@@ -91,7 +72,7 @@ static void nodeauth_mac(const struct nodeauth *a, const char *claims, size_t cl
 			   (size_t)n, mac, &maclen))
 		memset(mac, 0, sizeof mac); /* never matches a real one */
 	free(n < 0 ? NULL : msg);
-	nodeauth_b64url(mac, sizeof mac, out);
+	base64url_encode(mac, sizeof mac, out);
 }
 
 int nodeauth_sign(struct nodeauth *a, const char *host, const char *ws, const char *method,
