@@ -197,8 +197,10 @@ class ViewTokenInput(unittest.TestCase):
         finally:
             c.close()
         wait_until(lambda: cursor() == (cx, cy + 7), 10, "the pointer to move")
+        # 30 s: the sanitizer build under CI's parallel load once took longer
+        # than 10 for xev to log a key that did arrive.
         evs = wait_until(lambda: (lambda e: e if "KeyRelease" in e else None)(xev_since(mark)),
-                         10, "xev to log the key")
+                         30, "xev to log the key")
         self.assertIn("ButtonPress", evs)
         self.assertIn("KeyPress", evs)
         wait_until(lambda: act("get_clipboard").get("text") == "from a control token", 10,
