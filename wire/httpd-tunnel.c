@@ -422,8 +422,13 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 		return 0;
 	}
 	case LWS_CALLBACK_RECEIVE: {
-		if (!tn || !tn->raw)
+		if (!tn)
 			return -1;
+		/* The socket's side is gone (refused, ended or killed) and the
+		 * close frame that says why is on its way: what the client still
+		 * sends has nowhere to go. Closing here would lose that frame. */
+		if (!tn->raw)
+			return 0;
 		if (tn->t.bytes)
 			atomic_fetch_add_explicit(&tn->t.bytes[0], len, memory_order_relaxed);
 		/* The queue copies what it keeps: only a filter needs a buffer. */

@@ -274,6 +274,27 @@ class Tunnel(unittest.TestCase):
         with self.assertRaises(ConnectionError):
             w.recv_frame()
         self.assertEqual(w.close_code, 4502)
+
+    def test_bytes_sent_before_the_refusal_still_get_4502(self):
+        # A client (cubicled's preview relay) sends its request the moment
+        # the upgrade is done; it can arrive after the refused connect and
+        # before the close frame: still 4502, not a bare close.
+        for _ in range(20):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            s.close()
+            w = self.ws("/v1/tunnel?port=%d" % port)
+            try:
+                for _ in range(50):
+                    w.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            except OSError:
+                pass  # the close came first: also fine
+            with self.assertRaises(ConnectionError):
+                while True:
+                    w.recv_frame()
+            self.assertEqual(w.close_code, 4502)
+            w.close()
         self.assertIn(str(port), w.close_reason)
         w.close()
 
