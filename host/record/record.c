@@ -66,6 +66,7 @@
 #include <rfb/rfbclient.h>
 #include <seccomp.h>
 
+#include "landlock.h"
 #include "webm.h"
 
 #define RECORD_FD_RFB	3
@@ -161,38 +162,18 @@ static void record_die(const char *what)
 
 /* ---- the sandbox --------------------------------------------------------------- */
 
-#define LL_CREATE_VERSION (1U << 0)
-
-struct ll_ruleset_attr {
-	uint64_t handled_access_fs, handled_access_net, scoped;
-};
-
 /* Landlock with no rule: no file can be opened, no TCP port bound or
  * connected, no signal sent out of the domain. */
 static void record_landlock(void)
 {
-	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_VERSION);
-	if (abi < 1) {
+	char why[256];
+	int abi = landlock_restrict(NULL, 0, why, sizeof why);
+	if (abi == 0)
 		fprintf(stderr, "cubicle-record: no Landlock in this kernel; seccomp alone\n");
-		return;
+	else if (abi < 0) {
+		dprintf(1, "done 0 0 0 error %s\n", why);
+		exit(1);
 	}
-	uint64_t fs = (1ULL << 13) - 1;
-	if (abi >= 2)
-		fs |= 1ULL << 13;
-	if (abi >= 3)
-		fs |= 1ULL << 14;
-	if (abi >= 5)
-		fs |= 1ULL << 15;
-	struct ll_ruleset_attr ra = {.handled_access_fs = fs};
-	size_t size = sizeof ra.handled_access_fs;
-	if (abi >= 4)
-		ra.handled_access_net = 3, size = 2 * sizeof(uint64_t);
-	if (abi >= 6)
-		ra.scoped = 3, size = sizeof ra;
-	int rfd = (int)syscall(SYS_landlock_create_ruleset, &ra, size, 0);
-	if (rfd < 0 || syscall(SYS_landlock_restrict_self, rfd, 0) < 0)
-		record_die("landlock");
-	close(rfd);
 }
 
 /* What reading a socket, encoding and writing a file need; every other

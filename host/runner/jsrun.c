@@ -33,77 +33,12 @@
 
 #include <seccomp.h>
 
-#define LL_CREATE_VERSION    (1U << 0)
-#define LL_RULE_PATH_BENEATH 1
-
-struct ll_ruleset_attr {
-	uint64_t handled_access_fs, handled_access_net, scoped;
-};
-
-struct ll_path_beneath {
-	uint64_t allowed_access;
-	int32_t parent_fd;
-} __attribute__((packed));
+#include "landlock.h"
 
 static void die(const char *what)
 {
 	fprintf(stderr, "cubicle-jsrun: %s: %s\n", what, strerror(errno));
 	exit(1);
-}
-
-static void landlock(const char *const *readable)
-{
-	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_VERSION);
-	if (abi < 1)
-		die("Landlock is not available in this kernel");
-	uint64_t fs = (1ULL << 13) - 1;
-	if (abi >= 2)
-		fs |= 1ULL << 13;
-	if (abi >= 3)
-		fs |= 1ULL << 14;
-	if (abi >= 5)
-		fs |= 1ULL << 15;
-	struct ll_ruleset_attr ra = {.handled_access_fs = fs};
-	size_t size = sizeof ra.handled_access_fs;
-	if (abi >= 4)
-		ra.handled_access_net = 3, size = 2 * sizeof(uint64_t);
-	if (abi >= 6)
-		ra.scoped = 3, size = sizeof ra;
-	int rfd = (int)syscall(SYS_landlock_create_ruleset, &ra, size, 0);
-	if (rfd < 0)
-		die("landlock_create_ruleset");
-	/* read files and directories; execute (execve) only node itself and
-	 * its ELF interpreter, the first two entries (mapping libraries needs
-	 * no execute right) */
-	const uint64_t ro = (1ULL << 2) | (1ULL << 3);
-	for (size_t i = 0; readable[i]; i++) {
-		int dfd = open(readable[i], O_PATH | O_CLOEXEC);
-		if (dfd < 0)
-			continue;
-		struct ll_path_beneath pb = {.allowed_access = ro, .parent_fd = dfd};
-		if (i <= 1 ||
-		    syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0) < 0) {
-			/* a file (not a directory) takes file rights only */
-			pb.allowed_access = (i <= 1 ? 1ULL : 0) | (1ULL << 2);
-			if (syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0) < 0)
-				die(readable[i]);
-		}
-		close(dfd);
-	}
-	/* /dev/null and /dev/urandom: Node opens them. */
-	static const char *const dev[] = {"/dev/null", "/dev/urandom", "/dev/random", NULL};
-	for (size_t i = 0; dev[i]; i++) {
-		int dfd = open(dev[i], O_PATH | O_CLOEXEC);
-		if (dfd < 0)
-			continue;
-		struct ll_path_beneath pb = {.allowed_access = (1ULL << 2) | (1ULL << 1),
-					     .parent_fd = dfd};
-		syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0);
-		close(dfd);
-	}
-	if (syscall(SYS_landlock_restrict_self, rfd, 0) < 0)
-		die("landlock_restrict_self");
-	close(rfd);
 }
 
 /* Node needs threads, its JIT and epoll; it does not need to start
@@ -221,18 +156,34 @@ int main(int argc, char **argv)
 	char ldso[PATH_MAX];
 	if (!realpath("/lib64/ld-linux-x86-64.so.2", ldso))
 		snprintf(ldso, sizeof ldso, "/lib64/ld-linux-x86-64.so.2");
-	const char *readable[] = {node_real,
-				  ldso,
-				  script_dir,
-				  "/usr",
-				  "/lib",
-				  "/lib64",
-				  "/etc/ld.so.cache",
-				  "/etc/localtime",
-				  "/usr/share/zoneinfo",
-				  "/proc/self",
-				  NULL};
-	landlock(readable);
+	/* Read the files and directories Node needs; execute (execve) only
+	 * node itself and its ELF interpreter (mapping libraries needs no
+	 * execute right); read and write the devices Node opens. */
+	const struct landlock_rule rules[] = {
+	    {node_real, LANDLOCK_EXECUTE | LANDLOCK_READ_FILE},
+	    {ldso, LANDLOCK_EXECUTE | LANDLOCK_READ_FILE},
+	    {script_dir, LANDLOCK_READ},
+	    {"/usr", LANDLOCK_READ},
+	    {"/lib", LANDLOCK_READ},
+	    {"/lib64", LANDLOCK_READ},
+	    {"/etc/ld.so.cache", LANDLOCK_READ},
+	    {"/etc/localtime", LANDLOCK_READ},
+	    {"/usr/share/zoneinfo", LANDLOCK_READ},
+	    {"/proc/self", LANDLOCK_READ},
+	    {"/dev/null", LANDLOCK_READ_FILE | LANDLOCK_WRITE_FILE},
+	    {"/dev/urandom", LANDLOCK_READ_FILE | LANDLOCK_WRITE_FILE},
+	    {"/dev/random", LANDLOCK_READ_FILE | LANDLOCK_WRITE_FILE},
+	};
+	char why[256];
+	int abi = landlock_restrict(rules, sizeof rules / sizeof rules[0], why, sizeof why);
+	if (abi == 0) {
+		errno = ENOSYS;
+		die("Landlock is not available in this kernel");
+	}
+	if (abi < 0) {
+		fprintf(stderr, "cubicle-jsrun: %s\n", why);
+		exit(1);
+	}
 	seccomp();
 	char nw[16];
 	snprintf(nw, sizeof nw, "%d", workers);

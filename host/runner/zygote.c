@@ -34,30 +34,11 @@
 #include <seccomp.h>
 
 #include "hub.h"
+#include "landlock.h"
 #include "runproto.h"
 #include "clock.h"
 
 #define CTL_FD 3
-
-/* Landlock, spelled out: the build machine's kernel headers may predate
- * the kernel (network rules are ABI 4, scopes ABI 6). */
-#define LL_CREATE_VERSION    (1U << 0)
-#define LL_RULE_PATH_BENEATH 1
-#define LL_FS_READ_FILE	     (1ULL << 2)
-#define LL_FS_READ_DIR	     (1ULL << 3)
-#define LL_NET_ALL	     ((1ULL << 0) | (1ULL << 1)) /* bind and connect TCP */
-#define LL_SCOPE_ALL	     ((1ULL << 0) | (1ULL << 1)) /* abstract unix sockets, signals */
-
-struct ll_ruleset_attr {
-	uint64_t handled_access_fs;
-	uint64_t handled_access_net;
-	uint64_t scoped;
-};
-
-struct ll_path_beneath {
-	uint64_t allowed_access;
-	int32_t parent_fd;
-} __attribute__((packed));
 
 static void zlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void zlog(const char *fmt, ...)
@@ -95,57 +76,19 @@ static int64_t tr_t0;
 
 static int sb_landlock(const struct zygote_opts *o, char *why, size_t len)
 {
-	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_VERSION);
-	if (abi < 1) {
-		snprintf(why, len, "Landlock is not available in this kernel: %s", strerror(errno));
-		return -1;
-	}
-	/* Every filesystem right this ABI knows is handled: only what a rule
-	 * grants is allowed (read files and directories beneath o->readable). */
-	uint64_t fs = (1ULL << 13) - 1; /* ABI 1: execute .. make_sym */
-	if (abi >= 2)
-		fs |= 1ULL << 13; /* refer */
-	if (abi >= 3)
-		fs |= 1ULL << 14; /* truncate */
-	if (abi >= 5)
-		fs |= 1ULL << 15; /* ioctl_dev */
-	struct ll_ruleset_attr ra = {.handled_access_fs = fs};
-	size_t size = sizeof ra.handled_access_fs;
-	if (abi >= 4) {
-		ra.handled_access_net = LL_NET_ALL;
-		size = offsetof(struct ll_ruleset_attr, scoped);
-	}
-	if (abi >= 6) {
-		ra.scoped = LL_SCOPE_ALL;
-		size = sizeof ra;
-	}
-	int rfd = (int)syscall(SYS_landlock_create_ruleset, &ra, size, 0);
-	if (rfd < 0) {
-		snprintf(why, len, "landlock_create_ruleset: %s", strerror(errno));
-		return -1;
-	}
+	struct landlock_rule rules[32];
+	size_t n = 0;
 	for (size_t i = 0; o->readable && o->readable[i]; i++) {
-		int dfd = open(o->readable[i], O_PATH | O_CLOEXEC | O_DIRECTORY);
-		if (dfd < 0)
-			continue; /* not on this machine: nothing to grant */
-		struct ll_path_beneath pb = {.allowed_access = LL_FS_READ_FILE | LL_FS_READ_DIR,
-					     .parent_fd = dfd};
-		long rc = syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0);
-		close(dfd);
-		if (rc < 0) {
-			snprintf(why, len, "landlock_add_rule %s: %s", o->readable[i],
-				 strerror(errno));
-			close(rfd);
+		if (n == sizeof rules / sizeof rules[0]) {
+			snprintf(why, len, "more than %zu readable directories", n);
 			return -1;
 		}
+		rules[n++] = (struct landlock_rule){o->readable[i], LANDLOCK_READ};
 	}
-	long rc = syscall(SYS_landlock_restrict_self, rfd, 0);
-	close(rfd);
-	if (rc < 0) {
-		snprintf(why, len, "landlock_restrict_self: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
+	int abi = landlock_restrict(rules, n, why, len);
+	if (abi == 0)
+		snprintf(why, len, "Landlock is not available in this kernel");
+	return abi > 0 ? 0 : -1;
 }
 
 /* The system calls an interpreter running a snippet needs, and no more:
