@@ -89,6 +89,10 @@ enum { API_COUNT_REQUEST = 1, API_COUNT_WAIT = 2 };
 const char *api_ws(const struct api_caller *c);
 /* The body as a JSON object ({} when empty); NULL with e (400) otherwise. */
 json_t *api_body_json(struct httpd_request *req, struct err *e);
+/* An unnamed file in the spool directory (O_TMPFILE), for a download. */
+int api_tmpfile(struct api *a, struct err *e);
+/* Answers status with the small JSON error a download wrote into fd. */
+void api_error_from_fd(struct httpd_response *resp, int fd, int status);
 /* rc < 0: e's error; else `status` with out (stolen). */
 void api_answer(struct httpd_response *resp, int rc, int status, json_t *out, const struct err *e);
 /* A query integer in [lo, hi], or def; -1 with e naming it when malformed. */

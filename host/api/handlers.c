@@ -442,8 +442,7 @@ void api_mcp(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 	mcp_handle(a->mcp, api_ws(req->user), req, resp);
 }
 
-/* Reads a small error answer that a download wrote into fd. */
-static void api_error_from_fd(struct httpd_response *resp, int fd, int status)
+void api_error_from_fd(struct httpd_response *resp, int fd, int status)
 {
 	char buf[4096];
 	ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
@@ -455,7 +454,7 @@ static void api_error_from_fd(struct httpd_response *resp, int fd, int status)
 	httpd_respond_json(resp, status, j);
 }
 
-static int api_tmpfile(struct api *a, struct err *e)
+int api_tmpfile(struct api *a, struct err *e)
 {
 	int fd = open(a->spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0)

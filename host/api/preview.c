@@ -137,6 +137,13 @@ int previews_grant(struct previews *p, const char *id, const char *ws, const jso
 		return err_set_param(e, ERR_FORBIDDEN, "public",
 				     "public: public previews are off on this server (cubicled "
 				     "--public-previews turns them on)");
+	/* A computer another host holds: that host grants it (its listener,
+	 * its URL). */
+	char path[160];
+	snprintf(path, sizeof path, "/v1/computers/%s/previews", id);
+	int where = core_forward_json(p->core, id, ws, "POST", path, body, 201, out, e);
+	if (where <= 0)
+		return where;
 	int64_t issued, expires;
 	char wsid[40], token[TOKEN_MAX], scope[16];
 	int64_t until = clock_wall_ms() + ttl * 1000;
@@ -163,11 +170,23 @@ int previews_revoke(struct previews *p, const char *id, const char *ws, const ch
 	if (!port || !*port || *end || n < 1 || n > 65535)
 		return err_param(e, "port", "port: an integer in [1, 65535], not '%.20s'",
 				 port ? port : "");
+	char path[160];
+	json_t *out = NULL;
+	snprintf(path, sizeof path, "/v1/computers/%s/previews/%ld", id, n);
+	int where = core_forward_json(p->core, id, ws, "DELETE", path, NULL, 200, &out, e);
+	json_decref(out);
+	if (where <= 0)
+		return where;
 	return core_preview_revoke(p->core, id, ws, (int)n, e);
 }
 
 int previews_list(struct previews *p, const char *id, const char *ws, json_t **out, struct err *e)
 {
+	char path[160];
+	snprintf(path, sizeof path, "/v1/computers/%s/previews", id);
+	int where = core_forward_json(p->core, id, ws, "GET", path, NULL, 200, out, e);
+	if (where <= 0)
+		return where;
 	return core_previews_list(p->core, id, ws, out, e);
 }
 
@@ -179,6 +198,11 @@ int previews_cdp(struct previews *p, const char *id, const char *ws, const json_
 	if (params_check_known(body, known, e) < 0 ||
 	    param_int(body, "ttl_s", 1, p->ttl_max_s, &ttl, e) < 0)
 		return -1;
+	char fpath[160];
+	snprintf(fpath, sizeof fpath, "/v1/computers/%s/cdp", id);
+	int where = core_forward_json(p->core, id, ws, "POST", fpath, body, 201, out, e);
+	if (where <= 0)
+		return where;
 	json_t *b = NULL;
 	int64_t issued, expires;
 	char wsid[40], token[TOKEN_MAX];

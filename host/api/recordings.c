@@ -14,6 +14,46 @@
 #include "api-internal.h"
 
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+/* The file of a recording another host of a cluster holds, from that
+ * host through the spool (like a file's download): 1 when this host serves
+ * it, else its answer is in resp. */
+static int api_recording_elsewhere(struct api *a, struct api_caller *c, const char *ws,
+				   const char *rid, struct httpd_response *resp)
+{
+	struct err e = {0};
+	char path[200];
+	snprintf(path, sizeof path, "/v1/computers/%s/recordings/%.40s", c->id, rid);
+	int fd = api_tmpfile(a, &e), status = 0;
+	int where = fd < 0 ? -1
+			   : core_forward_get(a->core, c->id, ws, path, fd, c->spool_ws,
+					      &c->spooled, &status, &e);
+	if (where == 1) {
+		close(fd);
+		return 1;
+	}
+	if (where < 0) {
+		if (fd >= 0)
+			close(fd);
+		httpd_respond_err(resp, &e);
+		return -1;
+	}
+	if (status != 200) {
+		api_error_from_fd(resp, fd, status);
+		close(fd);
+		return 0;
+	}
+	struct stat st;
+	fstat(fd, &st);
+	lseek(fd, 0, SEEK_SET);
+	resp->status = 200;
+	resp->content_type = "video/webm";
+	resp->file_fd = fd;
+	resp->file_len = (uint64_t)st.st_size;
+	return 0;
+}
 
 void api_recordings(void *ctx, struct httpd_request *req, struct httpd_response *resp)
 {
@@ -40,7 +80,9 @@ void api_recordings(void *ctx, struct httpd_request *req, struct httpd_response 
 	} else if (req->method == HTTPD_DELETE) {
 		rc = core_recording_delete(a->core, c->id, ws, rid, &out, &e);
 	} else {
-		int fd;
+		int fd, where = api_recording_elsewhere(a, c, ws, rid, resp);
+		if (where <= 0)
+			return; /* the holder's answer, or the error, is out */
 		uint64_t size;
 		if (core_recording_open(a->core, c->id, ws, rid, &fd, &size, &e) < 0) {
 			httpd_respond_err(resp, &e);

@@ -111,15 +111,74 @@ static int cl_answer_json(const char *id, struct envd_reply *r, int ok_status, j
 }
 
 int core_cluster_json(struct core *c, const char *id, const char *ws, const char *method,
-		      const char *path, int ok_status, json_t **out, struct err *e)
+		      const char *path, const json_t *body, int ok_status, json_t **out,
+		      struct err *e)
 {
-	struct core_node_call q = {
-	    .method = method, .path = path, .body_fd = -1, .out_fd = -1, .timeout_ms = 0};
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	if (body && !text)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	struct core_node_call q = {.method = method,
+				   .path = path,
+				   .body = text,
+				   .len = text ? strlen(text) : 0,
+				   .body_fd = -1,
+				   .out_fd = -1,
+				   .timeout_ms = 0};
+	struct envd_reply r;
+	int rc = core_cluster_call(c, id, ws, &q, &r, e);
+	free(text);
+	if (rc != 0)
+		return rc;
+	return cl_answer_json(id, &r, ok_status, out, e) < 0 ? -1 : 0;
+}
+
+int core_forward_json(struct core *c, const char *id, const char *ws, const char *method,
+		      const char *path, const json_t *body, int ok_status, json_t **out,
+		      struct err *e)
+{
+	if (!c->cluster)
+		return 1;
+	return core_cluster_json(c, id, ws, method, path, body, ok_status, out, e);
+}
+
+/* The spool's quota for a forwarded download (core_file_get's, the same). */
+struct cl_download {
+	struct core *c;
+	const char *ws;
+	uint64_t *reserved;
+};
+
+static int cl_download_reserve(void *arg, uint64_t more, struct err *e)
+{
+	struct cl_download *d = arg;
+	if (core_spool_reserve(d->c, d->ws, more, e) < 0)
+		return -1;
+	*d->reserved += more;
+	return 0;
+}
+
+int core_forward_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
+		     char spool_ws[40], uint64_t *spooled, int *status, struct err *e)
+{
+	*spooled = 0;
+	if (!c->cluster)
+		return 1;
+	snprintf(spool_ws, 40, "%s", ws ? ws : "");
+	struct cl_download d = {c, spool_ws, spooled};
+	struct core_node_call q = {.method = "GET",
+				   .path = path,
+				   .body_fd = -1,
+				   .out_fd = fd,
+				   .out_reserve = cl_download_reserve,
+				   .out_reserve_arg = &d,
+				   .timeout_ms = envd_get_limits().file_s * 1000};
 	struct envd_reply r;
 	int rc = core_cluster_call(c, id, ws, &q, &r, e);
 	if (rc != 0)
 		return rc;
-	return cl_answer_json(id, &r, ok_status, out, e) < 0 ? -1 : 0;
+	*status = r.status;
+	envd_reply_free(&r);
+	return 0;
 }
 
 /* ---- placement's second half --------------------------------------------------------------------
@@ -390,24 +449,4 @@ int core_cluster_drain(struct core *c, const char *host, const char *mode, json_
 	json_decref(hosts);
 	*out = json_pack("{s:o, s:o}", "host", hj ? hj : store_host_json(&h), "moved", moved);
 	return 0;
-}
-
-/* ---- what is served by the holder only --------------------------------------------------- */
-
-int core_cluster_here_only(struct core *c, const char *id, const char *ws, const char *what,
-			   struct err *e)
-{
-	char address[256];
-	int where = core_cluster_holder(c, id, ws, address, sizeof address, e);
-	if (where <= 0)
-		return where;
-	struct store_computer sc = {0};
-	if (store_computer_get(c->store, id, ws, &sc, e) < 0)
-		return -1;
-	int rc = err_set(e, ERR_CONFLICT,
-			 "computer %s is on host %s: its %s are served by that host only (a "
-			 "cluster does not forward them yet); call that host's API",
-			 id, sc.host[0] ? sc.host : "(another)", what);
-	store_computer_clear(&sc);
-	return rc;
 }

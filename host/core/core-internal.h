@@ -256,7 +256,8 @@ int core_cluster_call(struct core *c, const char *id, const char *ws, struct cor
 /* core_cluster_call for a JSON answer: 0 and *out on ok_status, -1 with e
  * from any other answer, 1 when this host serves it. */
 int core_cluster_json(struct core *c, const char *id, const char *ws, const char *method,
-		      const char *path, int ok_status, json_t **out, struct err *e);
+		      const char *path, const json_t *body, int ok_status, json_t **out,
+		      struct err *e);
 
 /* Boots sc where the database placed it (sc->host): here, or on the host
  * it names; when that host cannot, placed again elsewhere (a few hosts at
@@ -264,12 +265,6 @@ int core_cluster_json(struct core *c, const char *id, const char *ws, const char
 int core_cluster_launch(struct core *c, struct store_computer *sc, json_t **out, struct err *e);
 /* core_boot_placed's work (core.h). */
 int core_cluster_boot(struct core *c, const char *id, json_t **out, struct err *e);
-
-/* For what is not forwarded yet (recordings, previews, CDP): 0 when this
- * host serves computer id (it holds it, or nobody does), else -1 with e:
- * ERR_CONFLICT naming the host that holds it (what: "recordings"...). */
-int core_cluster_here_only(struct core *c, const char *id, const char *ws, const char *what,
-			   struct err *e);
 
 /* The cluster's side of GET /v1/hosts, drain and recreate. */
 int core_cluster_hosts(struct core *c, json_t **out, struct err *e);

@@ -993,7 +993,7 @@ static int core_elsewhere(struct core *c, const char *id, const char *ws, const 
 		return 1;
 	char path[160];
 	snprintf(path, sizeof path, "/v1/computers/%s%s", id, what);
-	return core_cluster_json(c, id, ws, method, path, 200, out, e);
+	return core_cluster_json(c, id, ws, method, path, NULL, 200, out, e);
 }
 
 int core_boot_placed(struct core *c, const char *id, json_t **out, struct err *e)

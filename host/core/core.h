@@ -157,6 +157,22 @@ int core_action_json(struct core *c, const char *id, const char *ws, const char 
 int core_spool_reserve(struct core *c, const char *ws, uint64_t bytes, struct err *e);
 void core_spool_release(struct core *c, const char *ws, uint64_t bytes);
 
+/* Calls a host of a cluster serves whole for the computers it holds
+ * (previews, CDP, recordings: their tokens, URLs and files are the
+ * holder's). With one host, or when this host holds computer id (or no host
+ * does), both return 1: serve it here. Otherwise the call goes to the holder
+ * (signed, as workspace ws) and its answer is the caller's:
+ *  - core_forward_json: 0 with *out when it answered ok_status, -1 with e
+ *    from any other answer (its error code and message) or from no answer;
+ *  - core_forward_get: GET path into fd, whatever the status (0 and
+ *    *status), spooled like core_file_get (release *spooled against
+ *    spool_ws once fd is gone). */
+int core_forward_json(struct core *c, const char *id, const char *ws, const char *method,
+		      const char *path, const json_t *body, int ok_status, json_t **out,
+		      struct err *e);
+int core_forward_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
+		     char spool_ws[40], uint64_t *spooled, int *status, struct err *e);
+
 /* Files: GET into fd (spooled against the computer's workspace's quota:
  * *spooled says how many bytes were reserved, to release with
  * core_spool_release(c, spool_ws, *spooled) once fd is gone) / PUT from fd

@@ -73,8 +73,6 @@ static void core_preview_save(struct core *c, const struct store_preview *sp)
 int core_preview_open(struct core *c, const char *id, const char *ws, int port, bool public_,
 		      int64_t expires_ms, int64_t *issued, char workspace[40], struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "previews", e) < 0)
-		return -1;
 	int64_t now = clock_wall_ms();
 	struct store_preview sp = {.port = port};
 	pthread_mutex_lock(&c->lock);
@@ -145,8 +143,6 @@ static void core_preview_revoke_now(struct core *c, const char *id, int port)
 
 int core_preview_revoke(struct core *c, const char *id, const char *ws, int port, struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "previews", e) < 0)
-		return -1;
 	pthread_mutex_lock(&c->lock);
 	struct core_rt *r = core_rt_find(c, id);
 	bool found = r && (!ws || strcmp(r->ws, ws) == 0);
@@ -172,8 +168,6 @@ static void core_preview_when(int64_t ms, char out[32])
 
 int core_previews_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "previews", e) < 0)
-		return -1;
 	int64_t now = clock_wall_ms();
 	json_t *list = json_array();
 	pthread_mutex_lock(&c->lock);
@@ -261,8 +255,6 @@ static bool core_cdp_path_ok(const char *p)
 int core_cdp(struct core *c, const char *id, const char *ws, json_t **out, int64_t *issued,
 	     char workspace[40], struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "DevTools (CDP)", e) < 0)
-		return -1;
 	char address[320], token[80], kind[16];
 	if (core_rt_running(c, id, ws, address, sizeof address, token, sizeof token, kind,
 			    sizeof kind, e) < 0)

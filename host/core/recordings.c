@@ -386,8 +386,11 @@ static int rec_keep_param(const json_t *params, bool *keep, bool *given, struct 
 int core_recording_start(struct core *c, const char *id, const char *ws, const json_t *params,
 			 json_t **out, struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
-		return -1;
+	char path[160];
+	snprintf(path, sizeof path, "/v1/computers/%s/recordings", id);
+	int where = core_forward_json(c, id, ws, "POST", path, params, 201, out, e);
+	if (where <= 0)
+		return where;
 	bool keep = false, given;
 	if (rec_keep_param(params, &keep, &given, e) < 0)
 		return -1;
@@ -642,8 +645,11 @@ static void rec_wait_gone(struct core *c, const char *rid)
 int core_recording_stop(struct core *c, const char *id, const char *ws, const char *rid,
 			const json_t *params, json_t **out, struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
-		return -1;
+	char path[200];
+	snprintf(path, sizeof path, "/v1/computers/%s/recordings/%.40s/stop", id, rid);
+	int where = core_forward_json(c, id, ws, "POST", path, params, 200, out, e);
+	if (where <= 0)
+		return where;
 	bool keep = false, given;
 	struct store_recording row;
 	if (rec_keep_param(params, &keep, &given, e) < 0 || rec_get(c, id, ws, rid, &row, e) < 0)
@@ -665,8 +671,11 @@ int core_recording_stop(struct core *c, const char *id, const char *ws, const ch
 
 int core_recording_list(struct core *c, const char *id, const char *ws, json_t **out, struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
-		return -1;
+	char path[160];
+	snprintf(path, sizeof path, "/v1/computers/%s/recordings", id);
+	int where = core_forward_json(c, id, ws, "GET", path, NULL, 200, out, e);
+	if (where <= 0)
+		return where;
 	struct store_recording *all;
 	size_t n;
 	if (store_recordings_find(c->store, id, ws, NULL, 0, &all, &n, e) < 0)
@@ -700,8 +709,7 @@ int core_recording_list(struct core *c, const char *id, const char *ws, json_t *
 int core_recording_open(struct core *c, const char *id, const char *ws, const char *rid, int *fd,
 			uint64_t *size, struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
-		return -1;
+	/* (in a cluster the API asks the holder for the file: core_forward_get) */
 	struct store_recording row;
 	if (rec_get(c, id, ws, rid, &row, e) < 0)
 		return -1;
@@ -729,8 +737,11 @@ int core_recording_open(struct core *c, const char *id, const char *ws, const ch
 int core_recording_actions(struct core *c, const char *id, const char *ws, const char *rid,
 			   json_t **out, struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
-		return -1;
+	char path[200];
+	snprintf(path, sizeof path, "/v1/computers/%s/recordings/%.40s/actions", id, rid);
+	int where = core_forward_json(c, id, ws, "GET", path, NULL, 200, out, e);
+	if (where <= 0)
+		return where;
 	struct store_recording row;
 	if (rec_get(c, id, ws, rid, &row, e) < 0)
 		return -1;
@@ -775,8 +786,11 @@ int core_recording_actions(struct core *c, const char *id, const char *ws, const
 int core_recording_delete(struct core *c, const char *id, const char *ws, const char *rid,
 			  json_t **out, struct err *e)
 {
-	if (core_cluster_here_only(c, id, ws, "recordings", e) < 0)
-		return -1;
+	char path[200];
+	snprintf(path, sizeof path, "/v1/computers/%s/recordings/%.40s", id, rid);
+	int where = core_forward_json(c, id, ws, "DELETE", path, NULL, 200, out, e);
+	if (where <= 0)
+		return where;
 	struct store_recording row;
 	if (rec_get(c, id, ws, rid, &row, e) < 0)
 		return -1;

@@ -10,6 +10,7 @@ CUBICLE_CLUSTER_KILLS=N repeats the kill -9 case N times (3 by default;
 """
 
 import concurrent.futures
+import http.client
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 import unittest
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
 import lab  # noqa: E402
@@ -170,20 +172,66 @@ class Cluster(unittest.TestCase):
         self.assertEqual(c["state"], "deleted")
         self.assert_ledger_sound(cid)
 
-    def test_01a_holder_only_routes_say_so(self):
-        # Recordings, previews and CDP are not forwarded yet: through another
-        # host they answer 409 naming the holder, and the holder serves them.
-        n1, n2, _ = L.nodes
+    def test_01a_previews_cdp_and_recordings_through_every_node(self):
+        # Previews, CDP and recordings are the holder's (its listener, its
+        # session disk): another host forwards the calls and its answers.
+        n1, n2, n3 = L.nodes
         cid = self.create(n1, host="n2", size="xs")["id"]
-        for method, path in (("POST", "/recordings"), ("GET", "/recordings"),
-                             ("GET", "/previews"), ("POST", "/cdp")):
-            r = n1.req(method, "/v1/computers/" + cid + path, {} if method == "POST" else None,
-                       key=self.key)
-            self.assertEqual(r.status, 409, (path, r.body))
-            self.assertIn("on host n2", r.json["error"]["message"])
-        self.assertEqual(n2.ok("GET", "/v1/computers/%s/previews" % cid, key=self.key)
-                         .get("previews"), [])
+        self.bash(n2, cid, "mkdir -p /tmp/site && echo preview-ok > /tmp/site/index.html && "
+                           "(setsid python3 -m http.server -d /tmp/site 8000 "
+                           ">/dev/null 2>&1 &)")
+        g = n1.ok("POST", "/v1/computers/%s/previews" % cid, {"port": 8000}, key=self.key,
+                  status=201)
+        u = urllib.parse.urlsplit(g["url"])
+        self.assertTrue(u.hostname.startswith("8000-%s." % cid), g)
+
+        def via_n2(path, headers):
+            # The URL names n2's listener (the default --preview-url is
+            # localhost): the test dials n2's address with the URL's Host.
+            conn = http.client.HTTPConnection(n2.addr, u.port, timeout=10)
+            try:
+                conn.request("GET", path, headers=dict(headers, Host=u.netloc))
+                r = conn.getresponse()
+                return r.status, r.getheader("set-cookie") or "", r.read()
+            finally:
+                conn.close()
+        status, cookie, body = via_n2(u.path + "?" + u.query, {})
+        self.assertEqual(status, 302, body)
+        cookie = cookie.split(";")[0]
+        wait_until(lambda: via_n2("/index.html", {"Cookie": cookie})[::2] ==
+                   (200, b"preview-ok\n"), timeout=30, what="the preview on n2's listener")
+        listed = n3.ok("GET", "/v1/computers/%s/previews" % cid, key=self.key)["previews"]
+        self.assertEqual([p["port"] for p in listed], [8000])
+        n3.ok("DELETE", "/v1/computers/%s/previews/8000" % cid, key=self.key)
+        self.assertIn(via_n2("/index.html", {"Cookie": cookie})[0], (401, 403))
+        # CDP and recordings of a sandbox: the holder's own refusal, forwarded.
+        r = n1.req("POST", "/v1/computers/%s/cdp" % cid, {}, key=self.key)
+        self.assertEqual(r.status, 409, r.body)
+        self.assertIn("is a sandbox", r.json["error"]["message"])
         n1.ok("DELETE", "/v1/computers/" + cid, key=self.key)
+        # A desktop on n3, recorded through n1 and read back through n2.
+        desk = self.create(n1, kind="desktop", host="n3", size="small")["id"]
+        rid = n1.ok("POST", "/v1/computers/%s/recordings" % desk, {}, key=self.key,
+                    status=201)["id"]
+        n1.ok("POST", "/v1/computers/%s/actions/move_cursor" % desk, {"x": 20, "y": 30},
+              key=self.key)
+        n2.ok("POST", "/v1/computers/%s/recordings/%s/stop" % (desk, rid), {}, key=self.key)
+
+        def stopped():
+            rs = n2.ok("GET", "/v1/computers/%s/recordings" % desk, key=self.key)["recordings"]
+            return [x for x in rs if x["id"] == rid and x["state"] == "stopped"]
+        rec = wait_until(stopped, timeout=30, what="the recording to stop")[0]
+        f = n1.req("GET", "/v1/computers/%s/recordings/%s" % (desk, rid), key=self.key)
+        self.assertEqual((f.status, f.headers.get("content-type")), (200, "video/webm"))
+        self.assertEqual(f.body[:4], b"\x1a\x45\xdf\xa3")  # WebM
+        self.assertEqual(len(f.body), rec["bytes"])
+        track = n3.ok("GET", "/v1/computers/%s/recordings/%s/actions" % (desk, rid),
+                      key=self.key)["actions"]
+        self.assertEqual([a["action"] for a in track], ["move_cursor"])
+        n2.ok("DELETE", "/v1/computers/%s/recordings/%s" % (desk, rid), key=self.key)
+        r = n1.req("GET", "/v1/computers/%s/recordings/%s" % (desk, rid), key=self.key)
+        self.assertEqual(r.status, 404, r.body)
+        n1.ok("DELETE", "/v1/computers/" + desk, key=self.key)
 
     def test_02_mcp_through_every_node(self):
         c = self.create(L.nodes[0], host="n1")
