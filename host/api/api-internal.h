@@ -93,6 +93,10 @@ json_t *api_body_json(struct httpd_request *req, struct err *e);
 int api_tmpfile(struct api *a, struct err *e);
 /* Answers status with the small JSON error a download wrote into fd. */
 void api_error_from_fd(struct httpd_response *resp, int fd, int status);
+/* Answers a download spooled into fd: 200 with the file (type), which the
+ * response then owns, or the error status with the JSON it wrote (fd
+ * closed). */
+void api_answer_spooled(struct httpd_response *resp, int fd, int status, const char *type);
 /* rc < 0: e's error; else `status` with out (stolen). */
 void api_answer(struct httpd_response *resp, int rc, int status, json_t *out, const struct err *e);
 /* A query integer in [lo, hi], or def; -1 with e naming it when malformed. */

@@ -454,6 +454,27 @@ void api_error_from_fd(struct httpd_response *resp, int fd, int status)
 	httpd_respond_json(resp, status, j);
 }
 
+void api_answer_spooled(struct httpd_response *resp, int fd, int status, const char *type)
+{
+	if (status != 200) {
+		api_error_from_fd(resp, fd, status);
+		close(fd);
+		return;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		struct err e = {0};
+		err_set(&e, ERR_INTERNAL, "cannot read the spooled answer: %s", strerror(errno));
+		close(fd);
+		httpd_respond_err(resp, &e);
+		return;
+	}
+	resp->status = 200;
+	resp->content_type = type;
+	resp->file_fd = fd;
+	resp->file_len = (uint64_t)st.st_size;
+}
+
 int api_tmpfile(struct api *a, struct err *e)
 {
 	int fd = open(a->spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -508,18 +529,7 @@ void api_files(void *ctx, struct httpd_request *req, struct httpd_response *resp
 		}
 		int status = r.status;
 		envd_reply_free(&r);
-		if (status != 200) {
-			api_error_from_fd(resp, fd, status);
-			close(fd);
-			return;
-		}
-		struct stat st;
-		fstat(fd, &st);
-		lseek(fd, 0, SEEK_SET);
-		resp->status = 200;
-		resp->content_type = "application/octet-stream";
-		resp->file_fd = fd;
-		resp->file_len = (uint64_t)st.st_size;
+		api_answer_spooled(resp, fd, status, "application/octet-stream");
 		return;
 	}
 	/* PUT: the body is in the spool file. */

@@ -15,7 +15,6 @@
 
 #include <string.h>
 #include <unistd.h>
-#include <sys/stat.h>
 
 /* The file of a recording another host of a cluster holds, from that
  * host through the spool (like a file's download): 1 when this host serves
@@ -40,18 +39,7 @@ static int api_recording_elsewhere(struct api *a, struct api_caller *c, const ch
 		httpd_respond_err(resp, &e);
 		return -1;
 	}
-	if (status != 200) {
-		api_error_from_fd(resp, fd, status);
-		close(fd);
-		return 0;
-	}
-	struct stat st;
-	fstat(fd, &st);
-	lseek(fd, 0, SEEK_SET);
-	resp->status = 200;
-	resp->content_type = "video/webm";
-	resp->file_fd = fd;
-	resp->file_len = (uint64_t)st.st_size;
+	api_answer_spooled(resp, fd, status, "video/webm");
 	return 0;
 }
 

@@ -141,22 +141,6 @@ int core_forward_json(struct core *c, const char *id, const char *ws, const char
 	return core_cluster_json(c, id, ws, method, path, body, ok_status, out, e);
 }
 
-/* The spool's quota for a forwarded download (core_file_get's, the same). */
-struct cl_download {
-	struct core *c;
-	const char *ws;
-	uint64_t *reserved;
-};
-
-static int cl_download_reserve(void *arg, uint64_t more, struct err *e)
-{
-	struct cl_download *d = arg;
-	if (core_spool_reserve(d->c, d->ws, more, e) < 0)
-		return -1;
-	*d->reserved += more;
-	return 0;
-}
-
 int core_forward_get(struct core *c, const char *id, const char *ws, const char *path, int fd,
 		     char spool_ws[40], uint64_t *spooled, int *status, struct err *e)
 {
@@ -164,12 +148,12 @@ int core_forward_get(struct core *c, const char *id, const char *ws, const char 
 	if (!c->cluster)
 		return 1;
 	snprintf(spool_ws, 40, "%s", ws ? ws : "");
-	struct cl_download d = {c, spool_ws, spooled};
+	struct core_download d = {c, spool_ws, spooled};
 	struct core_node_call q = {.method = "GET",
 				   .path = path,
 				   .body_fd = -1,
 				   .out_fd = fd,
-				   .out_reserve = cl_download_reserve,
+				   .out_reserve = core_download_reserve,
 				   .out_reserve_arg = &d,
 				   .timeout_ms = envd_get_limits().file_s * 1000};
 	struct envd_reply r;

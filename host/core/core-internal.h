@@ -235,6 +235,16 @@ void core_cluster_forget(struct core *c, const char *id);
 
 /* A call to forward to the host that holds a computer: path and decoded
  * query fragments ("name=value"), signed as workspace ws (nodeauth.h). */
+/* A download's reservations against the spool's quotas (core_spool_reserve),
+ * for envd_download's and core_node_call's out_reserve: *reserved adds up
+ * what was reserved, for core_spool_release once the file is gone. */
+struct core_download {
+	struct core *c;
+	const char *ws;
+	uint64_t *reserved;
+};
+int core_download_reserve(void *arg, uint64_t more, struct err *e);
+
 struct core_node_call {
 	const char *method;
 	const char *path;

@@ -295,13 +295,7 @@ void core_spool_release(struct core *c, const char *ws, uint64_t bytes)
 	pthread_mutex_unlock(&c->lock);
 }
 
-struct core_download {
-	struct core *c;
-	const char *ws;
-	uint64_t *reserved;
-};
-
-static int core_download_reserve(void *arg, uint64_t more, struct err *e)
+int core_download_reserve(void *arg, uint64_t more, struct err *e)
 {
 	struct core_download *d = arg;
 	if (core_spool_reserve(d->c, d->ws, more, e) < 0)
