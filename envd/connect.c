@@ -166,8 +166,7 @@ struct cn_conn {
 	int fd; /* the socketpair end until adopted, then -1 */
 	struct lws *ws, *raw;
 	bool ws_done, raw_done;
-	struct lws_buflist *to_ws, *to_raw;
-	size_t to_ws_len, to_raw_len;
+	struct httpd_queue to_ws, to_raw;
 	bool ws_paused, raw_paused;
 };
 
@@ -177,8 +176,8 @@ static void cn_conn_maybe_free(struct cn_conn *k)
 		return;
 	if (k->fd >= 0)
 		close(k->fd);
-	lws_buflist_destroy_all_segments(&k->to_ws);
-	lws_buflist_destroy_all_segments(&k->to_raw);
+	httpd_queue_free(&k->to_ws);
+	httpd_queue_free(&k->to_raw);
 	free(k);
 }
 
@@ -267,19 +266,18 @@ static int cn_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 		return 0;
 	}
 	case LWS_CALLBACK_CLIENT_RECEIVE:
-		if (!k || !k->raw || httpd_buf_queue(&k->to_raw, &k->to_raw_len, in, len) < 0)
+		if (!k || !k->raw || httpd_queue_put(&k->to_raw, in, len) < 0)
 			return -1;
 		lws_callback_on_writable(k->raw);
-		if (k->to_raw_len > CN_HIGH && !k->ws_paused) {
+		if (k->to_raw.len > CN_HIGH && !k->ws_paused) {
 			k->ws_paused = true;
 			lws_rx_flow_control(wsi, 0);
 		}
 		return 0;
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
-		if (!k ||
-		    httpd_buf_send(wsi, &k->to_ws, &k->to_ws_len, LWS_WRITE_BINARY, CN_CHUNK) < 0)
+		if (!k || httpd_queue_send(wsi, &k->to_ws, LWS_WRITE_BINARY, CN_CHUNK) < 0)
 			return -1;
-		if (k->raw_paused && k->to_ws_len < CN_HIGH / 2 && k->raw) {
+		if (k->raw_paused && k->to_ws.len < CN_HIGH / 2 && k->raw) {
 			k->raw_paused = false;
 			lws_rx_flow_control(k->raw, 1);
 		}
@@ -328,19 +326,18 @@ static int cn_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
 	struct cn_conn *k = lws_get_opaque_user_data(wsi);
 	switch (reason) {
 	case LWS_CALLBACK_RAW_RX:
-		if (!k || !k->ws || httpd_buf_queue(&k->to_ws, &k->to_ws_len, in, len) < 0)
+		if (!k || !k->ws || httpd_queue_put(&k->to_ws, in, len) < 0)
 			return -1;
 		lws_callback_on_writable(k->ws);
-		if (k->to_ws_len > CN_HIGH && !k->raw_paused) {
+		if (k->to_ws.len > CN_HIGH && !k->raw_paused) {
 			k->raw_paused = true;
 			lws_rx_flow_control(wsi, 0);
 		}
 		return 0;
 	case LWS_CALLBACK_RAW_WRITEABLE:
-		if (!k ||
-		    httpd_buf_send(wsi, &k->to_raw, &k->to_raw_len, LWS_WRITE_RAW, CN_CHUNK) < 0)
+		if (!k || httpd_queue_send(wsi, &k->to_raw, LWS_WRITE_RAW, CN_CHUNK) < 0)
 			return -1;
-		if (k->ws_paused && k->to_raw_len < CN_HIGH / 2 && k->ws) {
+		if (k->ws_paused && k->to_raw.len < CN_HIGH / 2 && k->ws) {
 			k->ws_paused = false;
 			lws_rx_flow_control(k->ws, 1);
 		}

@@ -61,8 +61,7 @@ struct tunnel {
 	struct tunnel *next;
 	struct httpd *h;
 	struct lws *ws, *raw;
-	struct lws_buflist *to_raw, *to_ws;
-	size_t to_raw_len, to_ws_len;
+	struct httpd_queue to_raw, to_ws;
 	bool ws_paused, raw_paused;
 	bool kill;	/* under h->lock: httpd_close_tagged() asked, or the socket went silent */
 	bool answered;	/* the socket sent its first bytes */
@@ -98,8 +97,7 @@ struct relay {
 	char *in; /* the first head (and what came with it) until routed */
 	size_t in_len;
 	struct httpreq_stream *rw; /* the client's request stream, once routed */
-	struct lws_buflist *to_up, *to_cl;
-	size_t to_up_len, to_cl_len;
+	struct httpd_queue to_up, to_cl;
 	int up_close_code; /* envd's close frame, 0 if none */
 	char up_close_reason[124];
 	int up_http_status;	     /* envd refused the upgrade with this status */

@@ -170,8 +170,8 @@ static void relay_maybe_free(struct relay *r)
 	lws_sul_cancel(&r->life);
 	free(r->in);
 	httpreq_stream_free(r->rw);
-	lws_buflist_destroy_all_segments(&r->to_up);
-	lws_buflist_destroy_all_segments(&r->to_cl);
+	httpd_queue_free(&r->to_up);
+	httpd_queue_free(&r->to_cl);
 	if (r->routed && r->r.on_close)
 		r->r.on_close(r->r.close_ctx, r->r.tag);
 	free(r);
@@ -190,9 +190,8 @@ static void relay_answer(struct relay *r, const struct httpd_relay_answer *a, bo
 			 a->status, relay_reason(a->status),
 			 a->content_type ? a->content_type : "text/plain", a->body_len, a->headers);
 	r->answering = true;
-	if (n < 0 || (size_t)n >= sizeof head ||
-	    httpd_buf_queue(&r->to_cl, &r->to_cl_len, head, (size_t)n) < 0 ||
-	    (body && httpd_buf_queue(&r->to_cl, &r->to_cl_len, a->body, a->body_len) < 0)) {
+	if (n < 0 || (size_t)n >= sizeof head || httpd_queue_put(&r->to_cl, head, (size_t)n) < 0 ||
+	    (body && httpd_queue_put(&r->to_cl, a->body, a->body_len) < 0)) {
 		lws_set_timeout(r->cl, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 		return;
 	}
@@ -238,7 +237,7 @@ static void relay_touch(struct relay *r)
 static int relay_to_up(void *ctx, const void *p, size_t n)
 {
 	struct relay *r = ctx;
-	return httpd_buf_queue(&r->to_up, &r->to_up_len, p, n);
+	return httpd_queue_put(&r->to_up, p, n);
 }
 
 /* Client bytes through the rewriter toward envd; -1 closes the client. */
@@ -250,9 +249,9 @@ static int relay_feed(struct relay *r, const void *in, size_t len)
 			r->r.what, e.message);
 		return -1;
 	}
-	if (r->up && r->up_open && r->to_up_len)
+	if (r->up && r->up_open && r->to_up.len)
 		lws_callback_on_writable(r->up);
-	if (r->to_up_len > TUNNEL_HIGH && !r->cl_paused && r->cl) {
+	if (r->to_up.len > TUNNEL_HIGH && !r->cl_paused && r->cl) {
 		r->cl_paused = true;
 		lws_rx_flow_control(r->cl, 0);
 	}
@@ -450,11 +449,11 @@ static int relay_cl_callback(struct lws *wsi, enum lws_callback_reasons reason, 
 	case LWS_CALLBACK_RAW_WRITEABLE:
 		if (!r)
 			return -1;
-		if (httpd_buf_send(wsi, &r->to_cl, &r->to_cl_len, LWS_WRITE_RAW, HTTPD_CHUNK) < 0)
+		if (httpd_queue_send(wsi, &r->to_cl, LWS_WRITE_RAW, HTTPD_CHUNK) < 0)
 			return -1;
-		if (r->to_cl_len == 0 && (r->answering || (r->routed && !r->up)))
+		if (r->to_cl.len == 0 && (r->answering || (r->routed && !r->up)))
 			return -1; /* all of it went out: done */
-		if (r->up_paused && r->up && r->to_cl_len < TUNNEL_HIGH / 2) {
+		if (r->up_paused && r->up && r->to_cl.len < TUNNEL_HIGH / 2) {
 			r->up_paused = false;
 			lws_rx_flow_control(r->up, 1);
 		}
@@ -528,18 +527,18 @@ static int relay_up_callback(struct lws *wsi, enum lws_callback_reasons reason, 
 			return -1;
 		r->up = wsi;
 		r->up_open = true;
-		if (r->to_up_len)
+		if (r->to_up.len)
 			lws_callback_on_writable(wsi);
 		return 0;
 	case LWS_CALLBACK_CLIENT_RECEIVE:
 		if (!r || !r->cl || r->answering)
 			return -1;
 		r->guest_spoke = true;
-		if (httpd_buf_queue(&r->to_cl, &r->to_cl_len, in, len) < 0)
+		if (httpd_queue_put(&r->to_cl, in, len) < 0)
 			return -1;
 		relay_touch(r);
 		lws_callback_on_writable(r->cl);
-		if (r->to_cl_len > TUNNEL_HIGH && !r->up_paused) {
+		if (r->to_cl.len > TUNNEL_HIGH && !r->up_paused) {
 			r->up_paused = true;
 			lws_rx_flow_control(wsi, 0);
 		}
@@ -547,10 +546,9 @@ static int relay_up_callback(struct lws *wsi, enum lws_callback_reasons reason, 
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		if (!r)
 			return -1;
-		if (httpd_buf_send(wsi, &r->to_up, &r->to_up_len, LWS_WRITE_BINARY, HTTPD_CHUNK) <
-		    0)
+		if (httpd_queue_send(wsi, &r->to_up, LWS_WRITE_BINARY, HTTPD_CHUNK) < 0)
 			return -1;
-		if (r->cl_paused && r->cl && r->to_up_len < TUNNEL_HIGH / 2) {
+		if (r->cl_paused && r->cl && r->to_up.len < TUNNEL_HIGH / 2) {
 			r->cl_paused = false;
 			lws_rx_flow_control(r->cl, 1);
 		}

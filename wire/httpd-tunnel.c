@@ -74,8 +74,8 @@ static void tunnel_maybe_free(struct tunnel *tn)
 	pthread_mutex_unlock(&h->lock);
 	if (tn->fd >= 0)
 		close(tn->fd);
-	lws_buflist_destroy_all_segments(&tn->to_raw);
-	lws_buflist_destroy_all_segments(&tn->to_ws);
+	httpd_queue_free(&tn->to_raw);
+	httpd_queue_free(&tn->to_ws);
 	if (tn->t.on_close)
 		tn->t.on_close(tn->t.close_ctx, tn->t.tag);
 	if (tn->t.state_free)
@@ -187,35 +187,69 @@ static int tunnel_accept(struct httpd *h, struct lws *wsi, struct tunnel_conn *t
 	return 0;
 }
 
-int httpd_buf_queue(struct lws_buflist **list, size_t *len, const void *in, size_t n)
+/* Past this a queue that empties frees its buffer (an idle tunnel that once
+ * carried a burst keeps none of it). */
+#define QUEUE_KEEP (256 * 1024)
+
+int httpd_queue_put(struct httpd_queue *q, const void *in, size_t n)
 {
 	if (n == 0)
 		return 0;
-	if (lws_buflist_append_segment(list, in, n) < 0)
-		return -1;
-	*len += n;
+	if (q->head + q->len + n > q->cap) {
+		if (q->head && q->len + n <= q->cap) {
+			memmove(q->buf, q->buf + q->head, q->len); /* room at the front */
+		} else {
+			size_t cap = q->cap ? q->cap : 4096;
+			while (cap < q->len + n)
+				cap *= 2;
+			unsigned char *grown = malloc(cap);
+			if (!grown)
+				return -1;
+			if (q->len)
+				memcpy(grown, q->buf + q->head, q->len);
+			free(q->buf);
+			q->buf = grown;
+			q->cap = cap;
+		}
+		q->head = 0;
+	}
+	memcpy(q->buf + q->head + q->len, in, n);
+	q->len += n;
 	return 0;
 }
 
-int httpd_buf_send(struct lws *wsi, struct lws_buflist **list, size_t *len, int how, size_t chunk)
+int httpd_queue_send(struct lws *wsi, struct httpd_queue *q, int how, size_t chunk)
 {
 	unsigned char buf[LWS_PRE + HTTPD_CHUNK]; /* the loop thread's stack */
-	uint8_t *seg;
-	size_t n = lws_buflist_next_segment_len(list, &seg);
-	if (n == 0)
+	if (q->len == 0)
 		return 0;
+	size_t n = q->len;
 	if (chunk > HTTPD_CHUNK)
 		chunk = HTTPD_CHUNK;
 	if (n > chunk)
 		n = chunk;
-	memcpy(buf + LWS_PRE, seg, n);
+	memcpy(buf + LWS_PRE, q->buf + q->head, n);
 	if (lws_write(wsi, buf + LWS_PRE, n, (enum lws_write_protocol)how) < (int)n)
 		return -1;
-	lws_buflist_use_segment(list, n);
-	*len -= n;
-	if (*len)
+	q->head += n;
+	q->len -= n;
+	if (q->len) {
 		lws_callback_on_writable(wsi);
+	} else {
+		q->head = 0;
+		if (q->cap > QUEUE_KEEP) {
+			free(q->buf);
+			q->buf = NULL;
+			q->cap = 0;
+		}
+	}
 	return 0;
+}
+
+void httpd_queue_free(struct httpd_queue *q)
+{
+	free(q->buf);
+	*q = (struct httpd_queue){0};
 }
 
 /* ---- relays: the other side is another server's WebSocket ---------------------- */
@@ -301,7 +335,7 @@ int tunnel_relay_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
 		if (!tn || !tn->ws)
 			return -1;
-		if (tn->to_raw_len)
+		if (tn->to_raw.len)
 			lws_callback_on_writable(wsi);
 		return 0;
 	case LWS_CALLBACK_CLIENT_RECEIVE:
@@ -311,10 +345,10 @@ int tunnel_relay_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 			tn->answered = true;
 			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
 		}
-		if (httpd_buf_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
+		if (httpd_queue_put(&tn->to_ws, in, len) < 0)
 			return -1;
 		lws_callback_on_writable(tn->ws);
-		if (tn->to_ws_len > TUNNEL_HIGH && !tn->raw_paused) {
+		if (tn->to_ws.len > TUNNEL_HIGH && !tn->raw_paused) {
 			tn->raw_paused = true;
 			lws_rx_flow_control(wsi, 0);
 		}
@@ -322,10 +356,9 @@ int tunnel_relay_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		if (!tn)
 			return -1;
-		if (httpd_buf_send(wsi, &tn->to_raw, &tn->to_raw_len, LWS_WRITE_BINARY,
-				   HTTPD_CHUNK) < 0)
+		if (httpd_queue_send(wsi, &tn->to_raw, LWS_WRITE_BINARY, HTTPD_CHUNK) < 0)
 			return -1;
-		if (tn->ws_paused && tn->to_raw_len < TUNNEL_HIGH / 2 && tn->ws) {
+		if (tn->ws_paused && tn->to_raw.len < TUNNEL_HIGH / 2 && tn->ws) {
 			tn->ws_paused = false;
 			lws_rx_flow_control(tn->ws, 1);
 		}
@@ -415,7 +448,7 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 			lws_callback_on_writable(tn->raw); /* writable = connected */
 		size_t pre = strnlen(tn->t.preamble, sizeof tn->t.preamble);
 		if (pre) {
-			if (httpd_buf_queue(&tn->to_raw, &tn->to_raw_len, tn->t.preamble, pre) < 0)
+			if (httpd_queue_put(&tn->to_raw, tn->t.preamble, pre) < 0)
 				return -1;
 			lws_callback_on_writable(tn->raw);
 		}
@@ -439,17 +472,16 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 			if (!out)
 				return -1;
 			n = tn->t.filter(tn->t.state, in, len, out);
-			rc = n < 0 ? -1
-				   : httpd_buf_queue(&tn->to_raw, &tn->to_raw_len, out, (size_t)n);
+			rc = n < 0 ? -1 : httpd_queue_put(&tn->to_raw, out, (size_t)n);
 			free(out);
 		} else {
-			rc = httpd_buf_queue(&tn->to_raw, &tn->to_raw_len, in, len);
+			rc = httpd_queue_put(&tn->to_raw, in, len);
 		}
 		if (rc < 0)
 			return -1;
 		if (n > 0)
 			lws_callback_on_writable(tn->raw);
-		if (tn->to_raw_len > TUNNEL_HIGH && !tn->ws_paused) {
+		if (tn->to_raw.len > TUNNEL_HIGH && !tn->ws_paused) {
 			tn->ws_paused = true;
 			lws_rx_flow_control(wsi, 0);
 		}
@@ -467,14 +499,13 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 					 strlen(tn->close_reason));
 			return -1;
 		}
-		if (httpd_buf_send(wsi, &tn->to_ws, &tn->to_ws_len, LWS_WRITE_BINARY, HTTPD_CHUNK) <
-		    0)
+		if (httpd_queue_send(wsi, &tn->to_ws, LWS_WRITE_BINARY, HTTPD_CHUNK) < 0)
 			return -1;
-		if (tn->raw_gone && tn->to_ws_len == 0) { /* all it sent is delivered */
+		if (tn->raw_gone && tn->to_ws.len == 0) { /* all it sent is delivered */
 			lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, NULL, 0);
 			return -1;
 		}
-		if (tn->raw_paused && tn->to_ws_len < TUNNEL_HIGH / 2 && tn->raw) {
+		if (tn->raw_paused && tn->to_ws.len < TUNNEL_HIGH / 2 && tn->raw) {
 			tn->raw_paused = false;
 			lws_rx_flow_control(tn->raw, 1);
 		}
@@ -508,12 +539,12 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			tn->answered = true;
 			lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
 		}
-		if (httpd_buf_queue(&tn->to_ws, &tn->to_ws_len, in, len) < 0)
+		if (httpd_queue_put(&tn->to_ws, in, len) < 0)
 			return -1;
 		if (tn->t.bytes)
 			atomic_fetch_add_explicit(&tn->t.bytes[1], len, memory_order_relaxed);
 		lws_callback_on_writable(tn->ws);
-		if (tn->to_ws_len > TUNNEL_HIGH && !tn->raw_paused) {
+		if (tn->to_ws.len > TUNNEL_HIGH && !tn->raw_paused) {
 			tn->raw_paused = true;
 			lws_rx_flow_control(wsi, 0);
 		}
@@ -535,10 +566,9 @@ int tunnel_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 			if (tn->t.answer_seconds < 0)
 				lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
 		}
-		if (httpd_buf_send(wsi, &tn->to_raw, &tn->to_raw_len, LWS_WRITE_RAW, HTTPD_CHUNK) <
-		    0)
+		if (httpd_queue_send(wsi, &tn->to_raw, LWS_WRITE_RAW, HTTPD_CHUNK) < 0)
 			return -1;
-		if (tn->ws_paused && tn->to_raw_len < TUNNEL_HIGH / 2 && tn->ws) {
+		if (tn->ws_paused && tn->to_raw.len < TUNNEL_HIGH / 2 && tn->ws) {
 			tn->ws_paused = false;
 			lws_rx_flow_control(tn->ws, 1);
 		}

@@ -345,16 +345,26 @@ void httpd_stop(struct httpd *h);
 int httpd_destroy(struct httpd *h);
 
 /*
- * Buffered writes for code that pipes bytes through libwebsockets (the
- * tunnels here, envd's connect link): httpd_buf_queue appends n bytes to a
- * list and its length; httpd_buf_send writes at most `chunk` (<= 64 KiB)
- * bytes of the list's first segment to wsi (loop thread, when writable) and
- * asks for another writable callback while bytes remain. 0, or -1 when lws
- * cannot take them.
+ * A byte queue for code that pipes bytes through libwebsockets (the tunnels
+ * and relays here, envd's connect link): what one connection received and
+ * the other has not sent yet, in one buffer however small the pieces came
+ * (a viewer's pointer events are a few bytes a frame; a list of segments
+ * would hit lws's 1024-segment limit long before any byte limit).
+ * httpd_queue_put appends n bytes (-1: out of memory); httpd_queue_send
+ * writes at most `chunk` (<= 64 KiB) bytes to wsi (loop thread, when
+ * writable) and asks for another writable callback while bytes remain (-1
+ * when lws cannot take them); httpd_queue_free releases the buffer. A
+ * queue that empties gives back a large buffer. Zero-initialized is empty.
  */
 struct lws;
-struct lws_buflist;
-int httpd_buf_queue(struct lws_buflist **list, size_t *len, const void *in, size_t n);
-int httpd_buf_send(struct lws *wsi, struct lws_buflist **list, size_t *len, int how, size_t chunk);
+struct httpd_queue {
+	unsigned char *buf;
+	size_t head; /* the first byte not sent */
+	size_t len;  /* bytes queued */
+	size_t cap;
+};
+int httpd_queue_put(struct httpd_queue *q, const void *in, size_t n);
+int httpd_queue_send(struct lws *wsi, struct httpd_queue *q, int how, size_t chunk);
+void httpd_queue_free(struct httpd_queue *q);
 
 #endif
