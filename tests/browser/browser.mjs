@@ -90,6 +90,29 @@ export function webclientBuilt() {
 
 // The path under which embedInHostPage serves its host page. Nothing on
 // the server answers it: the browser is handed the page by page.route().
+// Loads url in page. Chromium aborts every request in flight with
+// net::ERR_NETWORK_CHANGED when the host's addresses change, which the
+// tests beside this one do (veths in namespaces of their own): a load
+// that met that abort is loaded again, three times at most. Any other
+// failure is the caller's.
+export async function gotoSteady(page, url) {
+	for (let attempt = 1; ; attempt++) {
+		let changed = false;
+		const onFailed = (r) => {
+			if (r.failure()?.errorText === "net::ERR_NETWORK_CHANGED") changed = true;
+		};
+		page.on("requestfailed", onFailed);
+		try {
+			const resp = await page.goto(url);
+			if (!changed || attempt === 3) return resp;
+		} catch (e) {
+			if (!/ERR_NETWORK_CHANGED/.test(e.message) || attempt === 3) throw e;
+		} finally {
+			page.off("requestfailed", onFailed);
+		}
+	}
+}
+
 export const HOST_PAGE_PATH = "/__cubicle_test_host__";
 
 // Opens, in `page`, a host page that puts `embedUrl` in an <iframe

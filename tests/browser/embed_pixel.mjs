@@ -11,6 +11,7 @@ import {
 	embedCanvasGeometry,
 	embedWaitPixel,
 	embedWaitState,
+	gotoSteady,
 } from "./browser.mjs";
 
 const [url, x, y, hex] = process.argv.slice(2);
@@ -32,7 +33,7 @@ try {
 	// local network access checks refuse its iframe to a private address
 	// (the test's veth), as they would refuse a public site's.
 	await page.setViewportSize({ width: 1280, height: 800 });
-	await page.goto(url);
+	await gotoSteady(page, url);
 	frame = page;
 	await embedWaitState(frame, "connected");
 	await embedWaitPixel(frame, rgb, { x: Number(x), y: Number(y) });
