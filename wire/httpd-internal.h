@@ -67,6 +67,7 @@ struct tunnel {
 	bool answered;	/* the socket sent its first bytes */
 	bool connected; /* the socket is connected (a TCP port's may still be connecting) */
 	bool raw_gone;	/* the socket ended: the client gets what it sent, then a close */
+	bool closing;	/* the close frame is asked for: lws finishes the close */
 	int close_code;
 	char close_reason[64];
 	int fd; /* the socket until it is adopted */

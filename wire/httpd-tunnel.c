@@ -499,10 +499,17 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		if (!tn)
 			return -1;
+		/* The close is under way: lws has sent (or sends) the close frame
+		 * and waits for the client's answer to it. A -1 on a later
+		 * writable would cut the connection at once, and a client whose
+		 * last write crossed our frame would never read that frame. */
+		if (tn->closing)
+			return 0;
 		pthread_mutex_lock(&h->lock);
 		bool kill = tn->kill;
 		pthread_mutex_unlock(&h->lock);
 		if (kill) {
+			tn->closing = true;
 			lws_close_reason(wsi, (enum lws_close_status)tn->close_code,
 					 (unsigned char *)tn->close_reason,
 					 strlen(tn->close_reason));
@@ -511,6 +518,7 @@ int tunnel_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 		if (httpd_queue_send(wsi, &tn->to_ws, LWS_WRITE_BINARY, HTTPD_CHUNK) < 0)
 			return -1;
 		if (tn->raw_gone && tn->to_ws.len == 0) { /* all it sent is delivered */
+			tn->closing = true;
 			lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, NULL, 0);
 			return -1;
 		}
