@@ -80,12 +80,6 @@ struct tunnel_conn {
 
 #define TUNNEL_HIGH (1u << 20) /* pause the sender above this many buffered bytes */
 
-/* Whether the other end of wsi's connection has shut it for writing (it
- * closed). A client connection checks before it writes: what that end sent
- * last (a close frame saying why) may still wait to be read, and a write
- * that fails makes lws drop the connection without reading it. */
-bool httpd_peer_finished(struct lws *wsi);
-
 /* A relay (httpd.h): `cl` the client's raw connection on the relay
  * listener, `up` the WebSocket to the computer's envd. Freed when both are
  * gone. */
@@ -101,8 +95,7 @@ struct relay {
 	bool html;	  /* the first head's Accept asks for text/html (pages) */
 	bool kill;	  /* under h->lock: httpd_relays_close() asked */
 	bool cl_paused, up_paused;
-	bool up_write_dead; /* a write to envd failed: only its side may end it now */
-	char *in;	    /* the first head (and what came with it) until routed */
+	char *in; /* the first head (and what came with it) until routed */
 	size_t in_len;
 	struct httpreq_stream *rw; /* the client's request stream, once routed */
 	struct httpd_queue to_up, to_cl;

@@ -546,18 +546,6 @@ static int relay_up_callback(struct lws *wsi, enum lws_callback_reasons reason, 
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		if (!r)
 			return -1;
-		if (r->up_write_dead)
-			return 0;
-		if (httpd_peer_finished(wsi)) {
-			/* envd has said all it will and closed: for a port nothing
-			 * listens on it closes right after its close frame, which
-			 * may still wait here to be read and says why. A write now
-			 * would fail and lws would drop that frame unread: nothing
-			 * more goes out, and reading it ends the connection. */
-			r->up_write_dead = true;
-			httpd_queue_free(&r->to_up);
-			return 0;
-		}
 		if (httpd_queue_send(wsi, &r->to_up, LWS_WRITE_BINARY, HTTPD_CHUNK) < 0)
 			return -1;
 		if (r->cl_paused && r->cl && r->to_up.len < TUNNEL_HIGH / 2) {

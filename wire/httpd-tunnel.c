@@ -8,7 +8,6 @@
 #include "clock.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,12 +187,6 @@ static int tunnel_accept(struct httpd *h, struct lws *wsi, struct tunnel_conn *t
 	return 0;
 }
 
-bool httpd_peer_finished(struct lws *wsi)
-{
-	struct pollfd pf = {.fd = lws_get_socket_fd(wsi), .events = POLLRDHUP};
-	return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP));
-}
-
 /* Past this a queue that empties frees its buffer (an idle tunnel that once
  * carried a burst keeps none of it). */
 #define QUEUE_KEEP (256 * 1024)
@@ -363,8 +356,6 @@ int tunnel_relay_callback(struct lws *wsi, enum lws_callback_reasons reason, voi
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		if (!tn)
 			return -1;
-		if (httpd_peer_finished(wsi))
-			return 0; /* its close frame is read next: its code is the viewer's */
 		if (httpd_queue_send(wsi, &tn->to_raw, LWS_WRITE_BINARY, HTTPD_CHUNK) < 0)
 			return -1;
 		if (tn->ws_paused && tn->to_raw.len < TUNNEL_HIGH / 2 && tn->ws) {
