@@ -132,6 +132,11 @@ int core_cluster_json(struct core *c, const char *id, const char *ws, const char
 	return cl_answer_json(id, &r, ok_status, out, e) < 0 ? -1 : 0;
 }
 
+bool core_in_cluster(const struct core *c)
+{
+	return c->cluster != NULL;
+}
+
 int core_forward_json(struct core *c, const char *id, const char *ws, const char *method,
 		      const char *path, const json_t *body, int ok_status, json_t **out,
 		      struct err *e)

@@ -167,6 +167,8 @@ void core_spool_release(struct core *c, const char *ws, uint64_t bytes);
  *  - core_forward_get: GET path into fd, whatever the status (0 and
  *    *status), spooled like core_file_get (release *spooled against
  *    spool_ws once fd is gone). */
+/* Whether this host is one of a cluster (core_forward_* can go elsewhere). */
+bool core_in_cluster(const struct core *c);
 int core_forward_json(struct core *c, const char *id, const char *ws, const char *method,
 		      const char *path, const json_t *body, int ok_status, json_t **out,
 		      struct err *e);

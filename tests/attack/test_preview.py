@@ -143,10 +143,10 @@ class Tokens(unittest.TestCase):
             r = srv.preview_get(host, how.get("target", "/"), headers=how.get("headers"))
             self.assertEqual(r.status, 401)
             self.assertEqual(r.json["error"]["code"], "unauthorized")
-        short = grant(ttl_s=1)
+        short = grant(ttl_s=3)  # its first use must come before it ends, even under load
         c = cookie_of(short["url"])
         wait_until(lambda: srv.preview_get(host, "/echo", headers={"Cookie": c}).status == 401,
-                   timeout=10, what="the 1 s token to expire")
+                   timeout=15, what="the 3 s token to expire")
         r = srv.preview_get(host, "/echo", headers={"Cookie": c})
         self.assertIn("expired", r.json["error"]["message"])
 
